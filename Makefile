@@ -1,0 +1,54 @@
+GO ?= go
+
+.PHONY: test lint bench bench-go fuzz fuzz-short integration build
+
+build:
+	$(GO) build -o bin/patchline ./cmd/patchline
+
+# The whole test suite, after the lint checks. Tests that need PostgreSQL,
+# Redis or Chromium run when PATCHLINE_TEST_POSTGRES, PATCHLINE_TEST_REDIS or
+# PATCHLINE_TEST_CHROMIUM are set and skip with a message otherwise. The seed
+# corpus of every fuzz target runs here as ordinary test cases; make fuzz
+# explores beyond it.
+test: lint
+	$(GO) test -race -count=1 -timeout 45m ./...
+
+lint:
+	$(GO) vet ./...
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@sc=$$(command -v staticcheck || echo $$($(GO) env GOPATH)/bin/staticcheck); \
+	if [ -x "$$sc" ]; then $$sc ./...; else echo "staticcheck not installed (go install honnef.co/go/tools/cmd/staticcheck@2026.2.2): skipped"; fi
+
+# The full-scale benchmarks: synthetic feeds, ingest, the lookup API beside
+# a bare handler, agent check-ins; prints the table of bench/RESULTS.md.
+# bench-go runs every Go benchmark of the module.
+bench:
+	GO=$(GO) sh bench/run.sh
+
+bench-go:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# The packages that have fuzz targets.
+FUZZPKGS = $(shell $(GO) list -f '{{.ImportPath}} {{.Dir}}' ./... | \
+	while read pkg dir; do grep -qs '^func Fuzz' $$dir/*_test.go && echo $$pkg; done)
+
+# Runs every fuzz target for FUZZTIME each (default 30s). A failing input
+# is written to the package's testdata/fuzz, where it stays a test case.
+FUZZTIME ?= 30s
+FUZZMINIMIZETIME ?= 60s
+fuzz:
+	@for pkg in $(FUZZPKGS); do \
+	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "== $$pkg $$t"; \
+	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+# Every fuzz target for a few seconds, for a quick local check. Short fuzz
+# runs can end in a spurious "context deadline exceeded" on a loaded machine,
+# which is why the suite does not depend on them.
+fuzz-short:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=3s FUZZMINIMIZETIME=5s
+
+integration:
+	$(GO) test -race -count=1 -run 'EndToEnd|Integration' ./...
