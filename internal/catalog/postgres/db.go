@@ -1,0 +1,200 @@
+// Package postgres is the catalog store on PostgreSQL, for deployments of
+// many serve replicas that share one catalog.
+//
+// It speaks to the server with pgx through a pgxpool pool rather than
+// through database/sql: pgx prepares and caches each statement per
+// connection on its own (the record read of the lookup API is one round
+// trip), binds []int64 to bigint[] for key = ANY($1), and streams the rows
+// of a walk of the whole catalog. The SQL is the SQLite store's, in
+// PostgreSQL's dialect.
+//
+// Schema migrations are embedded and applied at Open, in order, each in its
+// own transaction under an advisory lock, so that replicas starting at once
+// apply each migration once. Ingest transactions take another advisory lock:
+// runs on one catalog follow each other, as they do on SQLite.
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/patchline/patchline/internal/catalog"
+	"github.com/patchline/patchline/internal/cve"
+	"github.com/patchline/patchline/internal/errs"
+)
+
+// DefaultMaxConns is the size of the connection pool of a DSN that does not
+// set pool_max_conns. A bulk download holds a connection for as long as it
+// streams, so the pool is larger than pgxpool's default of the number of
+// CPUs.
+const DefaultMaxConns = 16
+
+// DB is the catalog on PostgreSQL.
+type DB struct {
+	pool *pgxpool.Pool
+}
+
+var _ catalog.Store = (*DB)(nil)
+
+// IsDSN reports whether dsn names a PostgreSQL database: a postgres:// or
+// postgresql:// URL.
+func IsDSN(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
+// Open connects to the database that dsn names and applies the migrations
+// it lacks. The DSN takes libpq's parameters (sslmode, search_path ...) and
+// pgxpool's (pool_max_conns ...).
+func Open(ctx context.Context, dsn string) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open catalog: %w", err)
+	}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open catalog: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open catalog: %w", err)
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open catalog: %w", err)
+	}
+	return &DB{pool: pool}, nil
+}
+
+// Close closes the connection pool.
+func (d *DB) Close() error {
+	d.pool.Close()
+	return nil
+}
+
+// Record implements cve.Catalog.
+func (d *DB) Record(ctx context.Context, id string) (*cve.Record, error) {
+	body, err := d.RecordJSON(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var r cve.Record
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, fmt.Errorf("decode record %s: %w", id, err)
+	}
+	return &r, nil
+}
+
+// RecordJSON implements cve.Catalog.
+func (d *DB) RecordJSON(ctx context.Context, id string) ([]byte, error) {
+	key, ok := cve.Key(id)
+	if !ok {
+		return nil, errs.NotFoundf("%s is not in the catalog", id)
+	}
+	var body []byte
+	err := d.pool.QueryRow(ctx, `SELECT body FROM records WHERE key = $1`, key).Scan(&body)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, errs.NotFoundf("%s is not in the catalog", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read record %s: %w", id, err)
+	}
+	return body, nil
+}
+
+// RecordsJSON implements cve.Catalog.
+func (d *DB) RecordsJSON(ctx context.Context, ids []string) (map[string][]byte, error) {
+	out := make(map[string][]byte, len(ids))
+	keys := make([]int64, 0, len(ids))
+	for _, id := range ids {
+		if k, ok := cve.Key(id); ok {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return out, nil
+	}
+	rows, err := d.pool.Query(ctx, `SELECT cve_id, body FROM records WHERE key = ANY($1)`, keys)
+	if err != nil {
+		return nil, fmt.Errorf("read records: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var body []byte
+		if err := rows.Scan(&id, &body); err != nil {
+			return nil, fmt.Errorf("read records: %w", err)
+		}
+		out[id] = body
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read records: %w", err)
+	}
+	return out, nil
+}
+
+// Walk implements cve.Catalog. It reads one query's rows as the server
+// sends them, so it sees the catalog as it was when it began.
+func (d *DB) Walk(ctx context.Context, after string, fn func(cve.Summary) error) error {
+	from, err := catalog.WalkStart(after)
+	if err != nil {
+		return err
+	}
+	rows, err := d.pool.Query(ctx, `SELECT `+catalog.SummaryColumns+` FROM records WHERE key > $1 ORDER BY key`, from)
+	if err != nil {
+		return fmt.Errorf("walk records: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		s, _, err := catalog.ScanSummary(rows)
+		if err != nil {
+			return fmt.Errorf("walk records: %w", err)
+		}
+		if err := fn(s); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("walk records: %w", err)
+	}
+	return nil
+}
+
+// Stats implements cve.Catalog.
+func (d *DB) Stats(ctx context.Context) (cve.Stats, error) {
+	var s cve.Stats
+	var updated *int64
+	err := d.pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM records),
+		(SELECT count(*) FROM records WHERE rejected),
+		(SELECT count(*) FROM facts),
+		(SELECT max(finished) FROM ingest_runs)`).Scan(&s.Records, &s.Rejected, &s.Facts, &updated)
+	if err != nil {
+		return s, fmt.Errorf("catalog stats: %w", err)
+	}
+	if updated != nil {
+		s.Updated = time.Unix(*updated, 0).UTC()
+	}
+	return s, nil
+}
+
+// pgText returns s as PostgreSQL's text takes it: valid UTF-8 without NUL
+// bytes, each byte it cannot hold replaced by U+FFFD. SQLite stores any
+// string; a store of PostgreSQL must not fail on a name or an error message
+// that an upstream made that way.
+func pgText(s string) string {
+	if utf8.ValidString(s) && !strings.Contains(s, "\x00") {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}

@@ -1,0 +1,109 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/patchline/patchline/internal/catalog"
+	"github.com/patchline/patchline/internal/catalog/catalogtest"
+	"github.com/patchline/patchline/internal/cve"
+)
+
+// mustOpenListDB opens a fresh catalog in a temporary directory.
+func mustOpenListDB(tb testing.TB) *DB {
+	tb.Helper()
+	db, err := Open(context.Background(), filepath.Join(tb.TempDir(), "catalog.db"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return db
+}
+
+func openStore(t *testing.T) catalog.Store { return mustOpenListDB(t) }
+
+// TestCatalog runs the suite that every catalog store passes.
+func TestCatalog(t *testing.T) { catalogtest.Run(t, openStore) }
+
+// TestListSearchDense runs the search tests with every search walking a
+// sort index, as a search that matches many records does.
+func TestListSearchDense(t *testing.T) {
+	defer func(n int) { sparseSearch = n }(sparseSearch)
+	sparseSearch = 0
+	catalogtest.ListSearch(t, openStore)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestListPlans checks that every step of every page in every sort order is
+// an index seek that needs no sort, so that a page deep in the list costs
+// what the first one does.
+func TestListPlans(t *testing.T) {
+	db := mustOpenListDB(t)
+	for _, s := range []string{cve.SortPublished, cve.SortEPSS, cve.SortCVSS, cve.SortCVE, cve.SortFix, cve.SortKEV} {
+		for _, desc := range []bool{true, false} {
+			q := cve.ListQuery{Sort: s, Desc: desc, Limit: 50, After: &cve.Position{Value: 1, Key: 2}, KEV: ptr(true), Years: []int{2024}}
+			p, err := newListPlan(q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, step := range []listStep{stepAll, stepTies, stepBeyond} {
+				if step == stepTies && s == cve.SortCVE {
+					continue
+				}
+				query, args := p.sql(step, 51)
+				plan := explain(t, db, query, args)
+				wantSeek := "SEARCH records USING INDEX " + listIndex(p.col) + " ("
+				if step == stepAll {
+					wantSeek = "USING INDEX " + listIndex(p.col)
+				}
+				if step == stepTies {
+					wantSeek += p.col + "=? AND key"
+				}
+				if strings.Contains(plan, "TEMP B-TREE") || !strings.Contains(plan, wantSeek) {
+					t.Errorf("sort %s desc=%v step %d: want %q in plan\n%s", s, desc, step, wantSeek, plan)
+				}
+			}
+		}
+	}
+}
+
+func explain(tb testing.TB, db *DB, query string, args []any) string {
+	tb.Helper()
+	rows, err := db.SQL().Query("EXPLAIN QUERY PLAN "+query, args...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			tb.Fatal(err)
+		}
+		fmt.Fprintln(&b, detail)
+	}
+	return b.String()
+}
+
+func BenchmarkList(b *testing.B) {
+	db := mustOpenListDB(b)
+	catalogtest.PutRows(b, db, catalogtest.GenRows(rand.New(rand.NewPCG(7, 8)), 50000))
+	for _, s := range []string{cve.SortPublished, cve.SortEPSS, cve.SortCVE} {
+		b.Run(s, func(b *testing.B) {
+			q := cve.ListQuery{Sort: s, Desc: true, Limit: 50}
+			for b.Loop() {
+				page, err := db.List(context.Background(), q)
+				if err != nil {
+					b.Fatal(err)
+				}
+				q.After = page.Next
+			}
+		})
+	}
+}

@@ -1,0 +1,270 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/patchline/patchline/internal/catalog"
+	"github.com/patchline/patchline/internal/cve"
+)
+
+// Begin implements catalog.Store. The transaction holds SQLite's write lock
+// until Commit or Rollback; readers go on seeing the previous catalog.
+func (d *DB) Begin(ctx context.Context) (catalog.Tx, error) {
+	// An ingest touches most of the catalog in one transaction: a page
+	// cache that holds it keeps SQLite from spilling dirty pages to the
+	// WAL and reading them back. The write connection is the only one, so
+	// the setting is put back when the transaction ends.
+	if _, err := d.db.Write.ExecContext(ctx, `PRAGMA cache_size = `+ingestCacheSize); err != nil {
+		return nil, fmt.Errorf("begin ingest: %w", err)
+	}
+	tx, err := d.db.Write.BeginTx(ctx, nil)
+	if err != nil {
+		d.db.Write.ExecContext(context.Background(), `PRAGMA cache_size = `+defaultCacheSize)
+		return nil, fmt.Errorf("begin ingest: %w", err)
+	}
+	return &tx_{tx: tx, db: d.db.Write, stmts: map[string]*sql.Stmt{}}, nil
+}
+
+// Page cache sizes of the write connection (negative: KiB), during an
+// ingest and otherwise (as sqlitedb.Open sets it).
+const (
+	ingestCacheSize  = "-524288"
+	defaultCacheSize = "-65536"
+)
+
+type tx_ struct {
+	tx *sql.Tx
+	db *sql.DB
+	// stmts are the statements prepared within the transaction, by text:
+	// an ingest runs each of them about a million times.
+	stmts map[string]*sql.Stmt
+	done  bool
+}
+
+// stmt returns the prepared statement of query.
+func (t *tx_) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if st, ok := t.stmts[query]; ok {
+		return st, nil
+	}
+	st, err := t.tx.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	t.stmts[query] = st
+	return st, nil
+}
+
+// end closes the prepared statements and puts the page cache back.
+func (t *tx_) end() {
+	if t.done {
+		return
+	}
+	t.done = true
+	for _, st := range t.stmts {
+		st.Close()
+	}
+	t.db.ExecContext(context.Background(), `PRAGMA cache_size = `+defaultCacheSize)
+}
+
+func (t *tx_) Commit() error {
+	err := t.tx.Commit()
+	t.end()
+	return err
+}
+
+func (t *tx_) Rollback() error {
+	err := t.tx.Rollback()
+	t.end()
+	return err
+}
+
+// exec runs a prepared statement of query.
+func (t *tx_) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	st, err := t.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+// queryRow runs a prepared statement of query for one row.
+func (t *tx_) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	st, err := t.stmt(ctx, query)
+	if err != nil {
+		// Scan reports the error of a statement that failed to prepare.
+		return t.tx.QueryRowContext(ctx, query, args...)
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+func (t *tx_) PutFacts(ctx context.Context, key int64, f *cve.Facts) (catalog.Change, error) {
+	body, err := json.Marshal(f)
+	if err != nil {
+		return 0, err
+	}
+	// Most facts of a run are new (a first ingest) or unchanged: try the
+	// insert first, and compare with the stored body only when it exists.
+	res, err := t.exec(ctx, `INSERT INTO facts (key, feed, doc, body) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`, key, f.Feed, f.Doc, body)
+	if err != nil {
+		return 0, err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return 0, err
+	} else if n == 1 {
+		return catalog.Added, nil
+	}
+	var old []byte
+	if err := t.queryRow(ctx, `SELECT body FROM facts WHERE key = ? AND feed = ? AND doc = ?`, key, f.Feed, f.Doc).Scan(&old); err != nil {
+		return 0, err
+	}
+	if bytes.Equal(old, body) {
+		return catalog.Unchanged, nil
+	}
+	_, err = t.exec(ctx, `UPDATE facts SET body = ? WHERE key = ? AND feed = ? AND doc = ?`, body, key, f.Feed, f.Doc)
+	return catalog.Changed, err
+}
+
+func (t *tx_) PutLifecycle(ctx context.Context, l *cve.Lifecycle) (catalog.Change, error) {
+	body, err := json.Marshal(l)
+	if err != nil {
+		return 0, err
+	}
+	var old []byte
+	err = t.queryRow(ctx, `SELECT body FROM lifecycles WHERE product = ? AND cycle = ?`, l.Product, l.Cycle).Scan(&old)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		_, err = t.exec(ctx, `INSERT INTO lifecycles (product, cycle, body) VALUES (?, ?, ?)`, l.Product, l.Cycle, body)
+		return catalog.Added, err
+	case err != nil:
+		return 0, err
+	case bytes.Equal(old, body):
+		return catalog.Unchanged, nil
+	}
+	_, err = t.exec(ctx, `UPDATE lifecycles SET body = ? WHERE product = ? AND cycle = ?`, body, l.Product, l.Cycle)
+	return catalog.Changed, err
+}
+
+func (t *tx_) Facts(ctx context.Context, key int64) ([]cve.Facts, error) {
+	st, err := t.stmt(ctx, `SELECT body FROM facts WHERE key = ? ORDER BY feed, doc`)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := st.QueryContext(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []cve.Facts
+	for rows.Next() {
+		var body []byte
+		if err := rows.Scan(&body); err != nil {
+			return nil, err
+		}
+		var f cve.Facts
+		if err := json.Unmarshal(body, &f); err != nil {
+			return nil, fmt.Errorf("decode facts of %s: %w", cve.IDOfKey(key), err)
+		}
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+func (t *tx_) Lifecycles(ctx context.Context) ([]cve.Lifecycle, error) {
+	rows, err := t.tx.QueryContext(ctx, `SELECT body FROM lifecycles ORDER BY product, cycle`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []cve.Lifecycle
+	for rows.Next() {
+		var body []byte
+		if err := rows.Scan(&body); err != nil {
+			return nil, err
+		}
+		var l cve.Lifecycle
+		if err := json.Unmarshal(body, &l); err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+func (t *tx_) RecordState(ctx context.Context, key int64) ([]byte, int64, bool, error) {
+	var hash []byte
+	var modified int64
+	err := t.queryRow(ctx, `SELECT hash, modified FROM records WHERE key = ?`, key).Scan(&hash, &modified)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, 0, false, nil
+	}
+	return hash, modified, err == nil, err
+}
+
+func (t *tx_) PutRecord(ctx context.Context, r *catalog.Row) error {
+	// A new record has no full-text row to delete; deleting one anyway
+	// leaves a tombstone in the contentless index.
+	var exists int
+	if err := t.queryRow(ctx, `SELECT count(*) FROM records WHERE key = ?`, r.Key).Scan(&exists); err != nil {
+		return fmt.Errorf("put record %s: %w", r.ID, err)
+	}
+	_, err := t.exec(ctx, `INSERT INTO records
+		(key, cve_id, year, rejected, severity, cvss, cvss_version, epss, is_kev, has_fix, published, modified, hash, body)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (key) DO UPDATE SET
+		rejected = excluded.rejected, severity = excluded.severity, cvss = excluded.cvss,
+		cvss_version = excluded.cvss_version, epss = excluded.epss, is_kev = excluded.is_kev,
+		has_fix = excluded.has_fix, published = excluded.published, modified = excluded.modified,
+		hash = excluded.hash, body = excluded.body`,
+		r.Key, r.ID, cve.YearOfKey(r.Key), r.Rejected, r.Severity, r.CVSS, r.CVSSVersion, r.EPSS,
+		r.IsKEV, r.HasFix, r.Published, r.Modified, r.Hash, r.Body)
+	if err != nil {
+		return fmt.Errorf("put record %s: %w", r.ID, err)
+	}
+	if exists > 0 {
+		if _, err := t.exec(ctx, `DELETE FROM records_fts WHERE rowid = ?`, r.Key); err != nil {
+			return err
+		}
+	}
+	_, err = t.exec(ctx, `INSERT INTO records_fts (rowid, cve_id, description) VALUES (?, ?, ?)`, r.Key, r.ID, r.Description)
+	return err
+}
+
+func (t *tx_) DeleteRecord(ctx context.Context, key int64) error {
+	if _, err := t.exec(ctx, `DELETE FROM records WHERE key = ?`, key); err != nil {
+		return err
+	}
+	_, err := t.exec(ctx, `DELETE FROM records_fts WHERE rowid = ?`, key)
+	return err
+}
+
+func (t *tx_) KeysWithAtoms(ctx context.Context) ([]int64, error) {
+	rows, err := t.tx.QueryContext(ctx, `SELECT key FROM records WHERE has_fix = 1 ORDER BY key`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var k int64
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
+
+func (t *tx_) LogRun(ctx context.Context, run catalog.Run) error {
+	sources, err := json.Marshal(run.Sources)
+	if err != nil {
+		return err
+	}
+	_, err = t.exec(ctx, `INSERT INTO ingest_runs (started, finished, sources, changed) VALUES (?, ?, ?, ?)`,
+		run.Started, run.Finished, sources, run.Changed)
+	return err
+}

@@ -1,0 +1,40 @@
+package errs
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+)
+
+func TestStatusOf(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"invalid", Invalidf("bad %s", "limit"), http.StatusBadRequest},
+		{"wrapped not found", fmt.Errorf("find agent: %w", ErrNotFound), http.StatusNotFound},
+		{"forbidden", Forbiddenf("key is not privileged"), http.StatusForbidden},
+		{"unauthorized", Unauthorizedf("no key"), http.StatusUnauthorized},
+		{"conflict", Conflictf("exists"), http.StatusConflict},
+		{"too large", TooLargef("body"), http.StatusRequestEntityTooLarge},
+		{"internal", errors.New("disk on fire"), http.StatusInternalServerError},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := StatusOf(tt.err); got != tt.want {
+				t.Errorf("StatusOf(%v) = %d, want %d", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestMessageHidesInternalErrors(t *testing.T) {
+	if m := Message(errors.New("secret path /var/x")); m != "" {
+		t.Errorf("Message of an internal error = %q, want empty", m)
+	}
+	if m := Message(fmt.Errorf("ctx: %w", Invalidf("limit must be 1 to 100"))); m != "limit must be 1 to 100" {
+		t.Errorf("Message = %q", m)
+	}
+}

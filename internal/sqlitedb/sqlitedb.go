@@ -1,0 +1,139 @@
+// Package sqlitedb opens SQLite databases the way both Patchline stores use
+// them: the pure-Go modernc.org/sqlite driver (nothing to install), WAL
+// journaling, one writer connection beside a pool of readers, and embedded
+// migrations applied in order, each in its own transaction, recorded in a
+// table.
+package sqlitedb
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// DB is a SQLite database with separate write and read handles.
+type DB struct {
+	// Write has a single connection whose transactions begin IMMEDIATE, so
+	// writers queue instead of failing with SQLITE_BUSY.
+	Write *sql.DB
+	// Read is a pool of connections for concurrent readers.
+	Read *sql.DB
+	Path string
+}
+
+// PathOf returns the file path of a DSN that names a SQLite database (a
+// path, or sqlite:PATH), and false for other DSNs.
+func PathOf(dsn string) (string, bool) {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		return "", false
+	}
+	p := strings.TrimPrefix(dsn, "sqlite:")
+	p = strings.TrimPrefix(p, "//")
+	return p, p != ""
+}
+
+// Open opens (creating it if needed) the database file at path and applies
+// the migrations in migrations (files *.sql, in name order) that have not
+// been applied yet.
+func Open(ctx context.Context, path string, migrations fs.FS) (*DB, error) {
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("create database directory: %w", err)
+		}
+	}
+	pragmas := url.Values{}
+	for _, p := range []string{
+		"journal_mode(WAL)",
+		"busy_timeout(10000)",
+		"synchronous(NORMAL)", // with WAL: durable at checkpoints, never corrupt
+		"foreign_keys(1)",
+		"temp_store(MEMORY)",
+		"cache_size(-65536)", // 64 MiB page cache per connection
+	} {
+		pragmas.Add("_pragma", p)
+	}
+	base := "file:" + path + "?" + pragmas.Encode()
+	write, err := sql.Open("sqlite", base+"&_txlock=immediate")
+	if err != nil {
+		return nil, err
+	}
+	write.SetMaxOpenConns(1)
+	write.SetConnMaxIdleTime(0)
+	read, err := sql.Open("sqlite", base+"&mode=ro")
+	if err != nil {
+		write.Close()
+		return nil, err
+	}
+	read.SetMaxOpenConns(8)
+	read.SetMaxIdleConns(8)
+	read.SetConnMaxIdleTime(5 * time.Minute)
+	db := &DB{Write: write, Read: read, Path: path}
+	if err := db.migrate(ctx, migrations); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("migrate %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// Close closes both handles.
+func (db *DB) Close() error {
+	err1 := db.Read.Close()
+	err2 := db.Write.Close()
+	if err1 != nil {
+		return err1
+	}
+	return err2
+}
+
+func (db *DB) migrate(ctx context.Context, migrations fs.FS) error {
+	if _, err := db.Write.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		name TEXT PRIMARY KEY, applied INTEGER NOT NULL)`); err != nil {
+		return err
+	}
+	names, err := fs.Glob(migrations, "*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := db.apply(ctx, migrations, name); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func (db *DB) apply(ctx context.Context, migrations fs.FS, name string) error {
+	tx, err := db.Write.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE name = ?`, name).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		return nil
+	}
+	body, err := fs.ReadFile(migrations, name)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (name, applied) VALUES (?, ?)`, name, time.Now().Unix()); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
