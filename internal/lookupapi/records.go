@@ -1,0 +1,160 @@
+package lookupapi
+
+import (
+	"errors"
+	"net/http"
+	"sync"
+
+	"github.com/patchline/patchline/internal/cve"
+	"github.com/patchline/patchline/internal/errs"
+	"github.com/patchline/patchline/internal/httpx"
+)
+
+// MaxBatch is the number of ids a batch lookup may ask for.
+const MaxBatch = 100
+
+// maxBatchBody bounds the body of a batch lookup: 100 ids fit in 8 KiB; the
+// rest is room for whitespace.
+const maxBatchBody = 64 << 10
+
+// bufPool holds response buffers.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
+
+func putBuf(b *[]byte) {
+	if cap(*b) > 4<<20 {
+		return // keep no outsized buffer
+	}
+	*b = (*b)[:0]
+	bufPool.Put(b)
+}
+
+// getRecord answers GET /cve/{id}: the stored record with its _links.
+func (s *Server) getRecord(w http.ResponseWriter, r *http.Request) error {
+	id, err := cve.ParseID(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	body, err := s.catalog.RecordJSON(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	buf := getBuf()
+	defer putBuf(buf)
+	out, err := s.links.appendLinks(*buf, body, id, r)
+	if err != nil {
+		return err
+	}
+	*buf = out
+	writeCacheable(w, r, "application/json", cacheRecord, out)
+	return nil
+}
+
+// getOSV answers GET /cve/{id}/osv: the record as an OSV document.
+func (s *Server) getOSV(w http.ResponseWriter, r *http.Request) error {
+	id, err := cve.ParseID(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	rec, err := s.catalog.Record(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	body, err := OSVJSON(rec)
+	if err != nil {
+		return err
+	}
+	writeCacheable(w, r, "application/json", cacheRecord, append(body, '\n'))
+	return nil
+}
+
+// batchRequest is the body of POST /cve/batch.
+type batchRequest struct {
+	IDs *[]string `json:"ids"`
+}
+
+// batch answers POST /cve/batch: the records of up to 100 ids in request
+// order, each once; unknown and malformed ids in notFound.
+func (s *Server) batch(w http.ResponseWriter, r *http.Request) error {
+	var req batchRequest
+	if err := httpx.DecodeJSON(w, r, maxBatchBody, &req); err != nil {
+		if errors.Is(err, errs.ErrTooLarge) {
+			return errs.Invalidf("request body is larger than %d bytes", maxBatchBody)
+		}
+		return err
+	}
+	if req.IDs == nil {
+		return errs.Invalidf(`request body has no "ids": want {"ids": ["CVE-…", …]}`)
+	}
+	if n := len(*req.IDs); n > MaxBatch {
+		return errs.Invalidf("ids holds %d ids; at most %d are allowed", n, MaxBatch)
+	}
+	var (
+		ids      []string // valid canonical ids, each once, in order
+		seen     = map[string]bool{}
+		notFound = []string{}
+	)
+	// order lists every distinct id in request order; the malformed ones
+	// keep the spelling they came with.
+	type entry struct {
+		id    string
+		valid bool
+	}
+	var order []entry
+	for _, raw := range *req.IDs {
+		id, err := cve.ParseID(raw)
+		if err != nil {
+			if !seen["\x00"+raw] {
+				seen["\x00"+raw] = true
+				order = append(order, entry{raw, false})
+			}
+			continue
+		}
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+			order = append(order, entry{id, true})
+		}
+	}
+	found, err := s.catalog.RecordsJSON(r.Context(), ids)
+	if err != nil {
+		return err
+	}
+	buf := getBuf()
+	defer putBuf(buf)
+	out := append(*buf, `{"results":[`...)
+	first := true
+	for _, e := range order {
+		body, ok := found[e.id]
+		if !e.valid || !ok {
+			notFound = append(notFound, e.id)
+			continue
+		}
+		if !first {
+			out = append(out, ',')
+		}
+		first = false
+		if out, err = s.links.appendLinks(out, body, e.id, r); err != nil {
+			return err
+		}
+	}
+	out = append(out, `],"notFound":[`...)
+	for i, id := range notFound {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = appendString(out, id)
+	}
+	out = append(out, "]}\n"...)
+	*buf = out
+	w.Header().Set("Cache-Control", "no-store")
+	httpx.WriteJSONBytes(w, http.StatusOK, out)
+	return nil
+}
+
+// openAPI serves the OpenAPI description of the API.
+func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) error {
+	writeCacheable(w, r, "application/json", cacheOpenAPI, OpenAPI())
+	return nil
+}
