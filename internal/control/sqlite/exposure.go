@@ -1,0 +1,512 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/patchline/patchline/internal/cve"
+	"github.com/patchline/patchline/internal/exposure"
+)
+
+var _ exposure.Store = (*Store)(nil)
+
+// PendingExposure implements exposure.Store. A removed agent comes with
+// an empty inventory, so that its findings are cleared.
+func (s *Store) PendingExposure(ctx context.Context, limit int) ([]exposure.Pending, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT q.agent_id, q.token, coalesce(a.inventory, ''), a.removed_at IS NOT NULL OR a.id IS NULL
+		FROM exposure_queue q LEFT JOIN agents a ON a.id = q.agent_id
+		ORDER BY q.agent_id LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("pending exposure: %w", err)
+	}
+	defer rows.Close()
+	var out []exposure.Pending
+	for rows.Next() {
+		var (
+			p       exposure.Pending
+			inv     string
+			removed bool
+		)
+		if err := rows.Scan(&p.AgentID, &p.Token, &inv, &removed); err != nil {
+			return nil, fmt.Errorf("pending exposure: %w", err)
+		}
+		if !removed && inv != "" {
+			if err := json.Unmarshal([]byte(inv), &p.Inventory); err != nil {
+				return nil, fmt.Errorf("pending exposure: inventory of agent %s: %w", p.AgentID, err)
+			}
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// PutExposure implements exposure.Store. It keeps the per-CVE counts of
+// cve_exposure in the same transaction.
+func (s *Store) PutExposure(ctx context.Context, agentID, token string, keys []string, findings []exposure.Finding) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		old, err := agentStatuses(ctx, tx, agentID)
+		if err != nil {
+			return err
+		}
+		oldFixes, err := agentFixes(ctx, tx, agentID)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM agent_vulnerabilities WHERE agent_id = ?`, agentID); err != nil {
+			return err
+		}
+		ins, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO agent_vulnerabilities
+			(agent_id, cve_key, cve_id, ecosystem, product, package, installed, fixed, kb, status, reason, eol_from, eoes_from)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		if err != nil {
+			return err
+		}
+		defer ins.Close()
+		cur := map[int64]exposure.Status{}
+		curFixes := map[fixRow]bool{}
+		for _, f := range findings {
+			key, ok := cve.Key(f.CVEID)
+			if !ok {
+				continue
+			}
+			if f.Status == exposure.Affected {
+				curFixes[fixRow{key, f.Ecosystem, f.Product, f.Fixed, f.KB, f.EOLFrom}] = true
+			}
+			if _, err := ins.ExecContext(ctx, agentID, key, f.CVEID, f.Ecosystem, f.Product, f.Package, f.Installed,
+				f.Fixed, f.KB, string(f.Status), f.Reason, f.EOLFrom, f.EOESFrom); err != nil {
+				return err
+			}
+			if cur[key] != exposure.Affected {
+				cur[key] = f.Status
+			}
+		}
+		if err := adjustCounts(ctx, tx, old, cur); err != nil {
+			return err
+		}
+		if err := adjustFixes(ctx, tx, oldFixes, curFixes); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM agent_products WHERE agent_id = ?`, agentID); err != nil {
+			return err
+		}
+		if token != "removed" {
+			insKey, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO agent_products (product_key, agent_id) VALUES (?, ?)`)
+			if err != nil {
+				return err
+			}
+			defer insKey.Close()
+			for _, k := range keys {
+				if _, err := insKey.ExecContext(ctx, k, agentID); err != nil {
+					return err
+				}
+			}
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM exposure_queue WHERE agent_id = ? AND token = ?`, agentID, token)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store exposure of agent %s: %w", agentID, err)
+	}
+	return nil
+}
+
+// agentStatuses returns the status of each CVE of an agent as stored.
+func agentStatuses(ctx context.Context, q querier, agentID string) (map[int64]exposure.Status, error) {
+	rows, err := q.QueryContext(ctx, `SELECT cve_key, min(status) FROM agent_vulnerabilities WHERE agent_id = ? GROUP BY cve_key`, agentID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[int64]exposure.Status{}
+	for rows.Next() {
+		var key int64
+		var st string
+		if err := rows.Scan(&key, &st); err != nil {
+			return nil, err
+		}
+		// min() picks 'affected' over 'unknown'.
+		out[key] = exposure.Status(st)
+	}
+	return out, rows.Err()
+}
+
+// fixRow is a fixed version of a CVE's product as cve_fixes counts it.
+type fixRow struct {
+	cveKey                                 int64
+	ecosystem, product, fixed, kb, eolFrom string
+}
+
+// agentFixes returns the fixes that apply to an agent's affected items.
+func agentFixes(ctx context.Context, q querier, agentID string) (map[fixRow]bool, error) {
+	rows, err := q.QueryContext(ctx, `SELECT DISTINCT cve_key, ecosystem, product, fixed, kb, eol_from
+		FROM agent_vulnerabilities WHERE agent_id = ? AND status = 'affected'`, agentID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[fixRow]bool{}
+	for rows.Next() {
+		var f fixRow
+		if err := rows.Scan(&f.cveKey, &f.ecosystem, &f.product, &f.fixed, &f.kb, &f.eolFrom); err != nil {
+			return nil, err
+		}
+		out[f] = true
+	}
+	return out, rows.Err()
+}
+
+// adjustFixes moves one agent's contribution to cve_fixes from old to cur.
+func adjustFixes(ctx context.Context, tx *sql.Tx, old, cur map[fixRow]bool) error {
+	changed := false
+	for f := range old {
+		if cur[f] {
+			continue
+		}
+		changed = true
+		if _, err := tx.ExecContext(ctx, `UPDATE cve_fixes SET agents = agents - 1
+			WHERE cve_key = ? AND ecosystem = ? AND product = ? AND fixed = ? AND kb = ? AND eol_from = ?`,
+			f.cveKey, f.ecosystem, f.product, f.fixed, f.kb, f.eolFrom); err != nil {
+			return err
+		}
+	}
+	for f := range cur {
+		if old[f] {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO cve_fixes (cve_key, ecosystem, product, fixed, kb, eol_from, agents)
+			VALUES (?, ?, ?, ?, ?, ?, 1) ON CONFLICT DO UPDATE SET agents = agents + 1`,
+			f.cveKey, f.ecosystem, f.product, f.fixed, f.kb, f.eolFrom); err != nil {
+			return err
+		}
+	}
+	if changed {
+		_, err := tx.ExecContext(ctx, `DELETE FROM cve_fixes WHERE agents <= 0`)
+		return err
+	}
+	return nil
+}
+
+// adjustCounts moves one agent's contribution to cve_exposure from old to
+// cur.
+func adjustCounts(ctx context.Context, tx *sql.Tx, old, cur map[int64]exposure.Status) error {
+	delta := map[int64][2]int{}
+	add := func(key int64, st exposure.Status, n int) {
+		d := delta[key]
+		if st == exposure.Affected {
+			d[0] += n
+		} else {
+			d[1] += n
+		}
+		delta[key] = d
+	}
+	for k, st := range old {
+		add(k, st, -1)
+	}
+	for k, st := range cur {
+		add(k, st, 1)
+	}
+	for k, d := range delta {
+		if d[0] == 0 && d[1] == 0 {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO cve_exposure (cve_key, affected, unknown) VALUES (?, ?, ?)
+			ON CONFLICT (cve_key) DO UPDATE SET affected = affected + excluded.affected, unknown = unknown + excluded.unknown`,
+			k, d[0], d[1]); err != nil {
+			return err
+		}
+	}
+	_, err := tx.ExecContext(ctx, `DELETE FROM cve_exposure WHERE affected <= 0 AND unknown <= 0`)
+	return err
+}
+
+// QueueExposure implements exposure.Store.
+func (s *Store) QueueExposure(ctx context.Context, keys []string) (int, error) {
+	total := 0
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		for len(keys) > 0 {
+			n := min(len(keys), 500)
+			args := make([]any, n)
+			for i, k := range keys[:n] {
+				args[i] = k
+			}
+			keys = keys[n:]
+			res, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO exposure_queue (agent_id, token)
+				SELECT DISTINCT agent_id, hex(randomblob(8)) FROM agent_products WHERE product_key IN (`+placeholders(n)+`)`, args...)
+			if err != nil {
+				return err
+			}
+			c, _ := res.RowsAffected()
+			total += int(c)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("queue exposure: %w", err)
+	}
+	return total, nil
+}
+
+// PutRisks implements exposure.Store.
+func (s *Store) PutRisks(ctx context.Context, risks []exposure.Risk) error {
+	if len(risks) == 0 {
+		return nil
+	}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		st, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO cve_risks (cve_key, cve_id, kev, epss, cvss, severity, description)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for _, r := range risks {
+			key, ok := cve.Key(r.CVEID)
+			if !ok {
+				continue
+			}
+			if _, err := st.ExecContext(ctx, key, r.CVEID, r.KEV, orMinus(r.EPSS), orMinus(r.CVSS), r.Severity, r.Description); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store CVE risks: %w", err)
+	}
+	return nil
+}
+
+func orMinus(f *float64) float64 {
+	if f == nil {
+		return -1
+	}
+	return *f
+}
+
+func fromMinus(f float64) *float64 {
+	if f < 0 {
+		return nil
+	}
+	return &f
+}
+
+// riskColumns are the columns scanRisk reads, of cve_risks aliased r.
+const riskColumns = `r.cve_id, r.kev, r.epss, r.cvss, r.severity, r.description`
+
+func scanRisk(dst *exposure.Risk, extra ...any) []any {
+	return append([]any{&dst.CVEID, &dst.KEV, new(float64), new(float64), &dst.Severity, &dst.Description}, extra...)
+}
+
+func fillRisk(dst *exposure.Risk, args []any) {
+	dst.EPSS = fromMinus(*args[2].(*float64))
+	dst.CVSS = fromMinus(*args[3].(*float64))
+}
+
+// riskOrder orders rows of cve_risks r by risk.
+const riskOrder = `r.kev DESC, r.epss DESC, r.cvss DESC, r.cve_key`
+
+// AgentVulnerabilities implements exposure.Store.
+func (s *Store) AgentVulnerabilities(ctx context.Context, agentID string) ([]exposure.AgentVulnerability, error) {
+	var out []exposure.AgentVulnerability
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		var removed sql.NullInt64
+		err := tx.QueryRowContext(ctx, `SELECT removed_at FROM agents WHERE id = ?`, agentID).Scan(&removed)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && removed.Valid) {
+			return notFound("agent", agentID)
+		}
+		if err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT `+riskColumns+`, `+findingColumns+`
+			FROM agent_vulnerabilities v JOIN cve_risks r ON r.cve_key = v.cve_key
+			WHERE v.agent_id = ? ORDER BY `+riskOrder+`, v.ecosystem, v.product, v.package, v.installed`, agentID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var risk exposure.Risk
+			var f exposure.Finding
+			args := scanRisk(&risk, findingArgs(&f)...)
+			if err := rows.Scan(args...); err != nil {
+				return err
+			}
+			fillRisk(&risk, args)
+			f.CVEID = risk.CVEID
+			if n := len(out); n > 0 && out[n-1].CVEID == risk.CVEID {
+				out[n-1].Findings = append(out[n-1].Findings, f)
+				if f.Status == exposure.Affected {
+					out[n-1].Status = exposure.Affected
+				}
+				continue
+			}
+			out = append(out, exposure.AgentVulnerability{Risk: risk, Status: f.Status, Findings: []exposure.Finding{f}})
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("vulnerabilities of agent %s: %w", agentID, err)
+	}
+	return out, nil
+}
+
+const findingColumns = `v.ecosystem, v.product, v.package, v.installed, v.fixed, v.kb, v.status, v.reason, v.eol_from, v.eoes_from`
+
+func findingArgs(f *exposure.Finding) []any {
+	return []any{&f.Ecosystem, &f.Product, &f.Package, &f.Installed, &f.Fixed, &f.KB, (*string)(&f.Status), &f.Reason, &f.EOLFrom, &f.EOESFrom}
+}
+
+// FleetVulnerabilities implements exposure.Store.
+func (s *Store) FleetVulnerabilities(ctx context.Context, f exposure.FleetFilter) ([]exposure.FleetVulnerability, error) {
+	where := []string{`1`}
+	var args []any
+	if !f.IncludeUnknown {
+		where = append(where, `e.affected > 0`)
+	}
+	if f.KEV != nil {
+		where = append(where, `r.kev = ?`)
+		args = append(args, *f.KEV)
+	}
+	if c := f.After; c != nil {
+		where = append(where, `(r.kev < ? OR (r.kev = ? AND (r.epss < ? OR (r.epss = ? AND (r.cvss < ? OR (r.cvss = ? AND r.cve_key > ?))))))`)
+		args = append(args, c.KEV, c.KEV, c.EPSS, c.EPSS, c.CVSS, c.CVSS, c.CVEKey)
+	}
+	query := `SELECT ` + riskColumns + `, e.affected, e.unknown FROM cve_exposure e JOIN cve_risks r ON r.cve_key = e.cve_key
+		WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY ` + riskOrder
+	if f.Limit > 0 {
+		query += ` LIMIT ?`
+		args = append(args, f.Limit)
+	}
+	var out []exposure.FleetVulnerability
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var v exposure.FleetVulnerability
+			a := scanRisk(&v.Risk, &v.Affected, &v.Unknown)
+			if err := rows.Scan(a...); err != nil {
+				rows.Close()
+				return err
+			}
+			fillRisk(&v.Risk, a)
+			out = append(out, v)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		fixes, err := tx.PrepareContext(ctx, `SELECT ecosystem, product, fixed, kb, eol_from FROM cve_fixes
+			WHERE cve_key = ? ORDER BY ecosystem, product, fixed LIMIT 50`)
+		if err != nil {
+			return err
+		}
+		defer fixes.Close()
+		for i := range out {
+			key, _ := cve.Key(out[i].CVEID)
+			rows, err := fixes.QueryContext(ctx, key)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var fx exposure.Fix
+				if err := rows.Scan(&fx.Ecosystem, &fx.Product, &fx.Version, &fx.KB, &fx.EOLFrom); err != nil {
+					rows.Close()
+					return err
+				}
+				out[i].Fixes = append(out[i].Fixes, fx)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fleet vulnerabilities: %w", err)
+	}
+	return out, nil
+}
+
+// VulnerabilityAgents implements exposure.Store.
+func (s *Store) VulnerabilityAgents(ctx context.Context, f exposure.AgentFilter) ([]exposure.CVEAgent, error) {
+	key, ok := cve.Key(f.CVEID)
+	if !ok {
+		return nil, nil
+	}
+	where := []string{`v.cve_key = ?`}
+	args := []any{key}
+	if f.After != "" {
+		where = append(where, `v.agent_id > ?`)
+		args = append(args, f.After)
+	}
+	query := `SELECT v.agent_id, a.hostname, coalesce(a.ring, ''), ` + findingColumns + `
+		FROM agent_vulnerabilities v JOIN agents a ON a.id = v.agent_id
+		WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY v.agent_id, v.ecosystem, v.product, v.package`
+	var out []exposure.CVEAgent
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var a exposure.CVEAgent
+			var fi exposure.Finding
+			if err := rows.Scan(append([]any{&a.AgentID, &a.Hostname, &a.Ring}, findingArgs(&fi)...)...); err != nil {
+				return err
+			}
+			fi.CVEID = f.CVEID
+			if n := len(out); n > 0 && out[n-1].AgentID == a.AgentID {
+				out[n-1].Findings = append(out[n-1].Findings, fi)
+				if fi.Status == exposure.Affected {
+					out[n-1].Status = exposure.Affected
+				}
+				continue
+			}
+			a.Status, a.Findings = fi.Status, []exposure.Finding{fi}
+			out = append(out, a)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agents of %s: %w", f.CVEID, err)
+	}
+	if f.Status != "" {
+		kept := out[:0]
+		for _, a := range out {
+			if a.Status == f.Status {
+				kept = append(kept, a)
+			}
+		}
+		out = kept
+	}
+	if f.Limit > 0 && len(out) > f.Limit {
+		out = out[:f.Limit]
+	}
+	return out, nil
+}
+
+// insertRolloutAgents stores the agents a rollout targets; none means
+// every agent of its rings.
+func insertRolloutAgents(ctx context.Context, tx *sql.Tx, rolloutID string, agents []string) error {
+	if len(agents) == 0 {
+		return nil
+	}
+	st, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO rollout_agents (rollout_id, agent_id) VALUES (?, ?)`)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	for _, a := range agents {
+		if _, err := st.ExecContext(ctx, rolloutID, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,256 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/patchline/patchline/internal/device"
+	"github.com/patchline/patchline/internal/errs"
+)
+
+const policySelect = `SELECT p.id, p.name, p.version, v.settings, v.created_by, p.created_at, v.created_at
+	FROM policies p JOIN policy_versions v ON v.policy_id = p.id AND v.version = p.version`
+
+// CreatePolicy implements device.PolicyStore.
+func (s *Store) CreatePolicy(ctx context.Context, p *device.Policy) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		p.Version = 1
+		_, err := tx.ExecContext(ctx, `INSERT INTO policies (id, name, version, created_at) VALUES (?, ?, ?, ?)`,
+			p.ID, p.Name, p.Version, ms(p.CreatedAt))
+		if isUnique(err) {
+			return errs.Conflictf("a policy named %q exists", p.Name)
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO policy_versions (policy_id, version, settings, created_by, created_at)
+			VALUES (?, ?, ?, ?, ?)`, p.ID, p.Version, string(p.Settings), p.CreatedBy, ms(p.UpdatedAt))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("create policy %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+// UpdatePolicy implements device.PolicyStore.
+func (s *Store) UpdatePolicy(ctx context.Context, id string, settings json.RawMessage, by string, now time.Time) (*device.Policy, error) {
+	var p *device.Policy
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		if p, err = findPolicy(ctx, tx, id); err != nil {
+			return err
+		}
+		p.Version++
+		p.Settings, p.CreatedBy, p.UpdatedAt = settings, by, fromMS(ms(now))
+		if _, err := tx.ExecContext(ctx, `INSERT INTO policy_versions (policy_id, version, settings, created_by, created_at)
+			VALUES (?, ?, ?, ?, ?)`, id, p.Version, string(settings), by, ms(now)); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE policies SET version = ? WHERE id = ?`, p.Version, id)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("update policy %s: %w", id, err)
+	}
+	return p, nil
+}
+
+// FindPolicyByID implements device.PolicyStore.
+func (s *Store) FindPolicyByID(ctx context.Context, id string) (*device.Policy, error) {
+	p, err := findPolicy(ctx, s.db, id)
+	if err != nil {
+		return nil, fmt.Errorf("find policy %s: %w", id, err)
+	}
+	return p, nil
+}
+
+func findPolicy(ctx context.Context, q querier, id string) (*device.Policy, error) {
+	p, err := scanPolicy(q.QueryRowContext(ctx, policySelect+` WHERE p.id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("policy", id)
+	}
+	return p, err
+}
+
+// FindPolicies implements device.PolicyStore.
+func (s *Store) FindPolicies(ctx context.Context) ([]*device.Policy, error) {
+	rows, err := s.db.QueryContext(ctx, policySelect+` ORDER BY p.name`)
+	if err != nil {
+		return nil, fmt.Errorf("find policies: %w", err)
+	}
+	defer rows.Close()
+	var out []*device.Policy
+	for rows.Next() {
+		p, err := scanPolicy(rows)
+		if err != nil {
+			return nil, fmt.Errorf("find policies: %w", err)
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("find policies: %w", err)
+	}
+	return out, nil
+}
+
+func scanPolicy(row scanner) (*device.Policy, error) {
+	var p device.Policy
+	var settings string
+	var created, updated int64
+	if err := row.Scan(&p.ID, &p.Name, &p.Version, &settings, &p.CreatedBy, &created, &updated); err != nil {
+		return nil, err
+	}
+	p.Settings = json.RawMessage(settings)
+	p.CreatedAt, p.UpdatedAt = fromMS(created), fromMS(updated)
+	return &p, nil
+}
+
+// PolicyCompliance implements device.PolicyStore.
+func (s *Store) PolicyCompliance(ctx context.Context, ids []string) (map[string]*device.Compliance, error) {
+	out := map[string]*device.Compliance{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	in := `(` + placeholders(len(ids)) + `)`
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM policies WHERE id IN `+in, args...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			out[id] = &device.Compliance{}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows, err = tx.QueryContext(ctx, `SELECT ap.policy_id,
+				coalesce(sum(ap.version >= p.version AND ap.compliant = 1), 0),
+				coalesce(sum(ap.version >= p.version AND ap.compliant = 0), 0),
+				coalesce(sum(ap.version >= p.version AND ap.compliant IS NULL), 0),
+				coalesce(sum(ap.version < p.version), 0)
+			FROM agent_policies ap
+			JOIN policies p ON p.id = ap.policy_id
+			JOIN agents a ON a.id = ap.agent_id AND a.removed_at IS NULL
+			WHERE ap.policy_id IN `+in+` GROUP BY ap.policy_id`, args...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var id string
+			var c device.Compliance
+			if err := rows.Scan(&id, &c.Compliant, &c.Noncompliant, &c.Unknown, &c.Outdated); err != nil {
+				rows.Close()
+				return err
+			}
+			if out[id] != nil {
+				*out[id] = c
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows, err = tx.QueryContext(ctx, `SELECT json_extract(params, '$.policyId'), count(DISTINCT agent_id) FROM commands
+			WHERE type = 'apply-policy' AND state IN `+activeStates+` AND json_extract(params, '$.policyId') IN `+in+`
+			GROUP BY json_extract(params, '$.policyId')`, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			var n int
+			if err := rows.Scan(&id, &n); err != nil {
+				return err
+			}
+			if out[id] != nil {
+				out[id].Pending = n
+			}
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("policy compliance: %w", err)
+	}
+	return out, nil
+}
+
+// FindPolicyAgents implements device.PolicyStore.
+func (s *Store) FindPolicyAgents(ctx context.Context, f device.PolicyAgentFilter) ([]*device.PolicyAgent, error) {
+	var out []*device.PolicyAgent
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		p, err := findPolicy(ctx, tx, f.PolicyID)
+		if err != nil {
+			return err
+		}
+		where := []string{`ap.policy_id = ?`, `a.removed_at IS NULL`}
+		args := []any{f.PolicyID}
+		switch f.State {
+		case device.ComplianceOutdated:
+			where = append(where, `ap.version < ?`)
+		case device.ComplianceCompliant:
+			where = append(where, `ap.version >= ? AND ap.compliant = 1`)
+		case device.ComplianceNoncompliant:
+			where = append(where, `ap.version >= ? AND ap.compliant = 0`)
+		case device.ComplianceUnknown:
+			where = append(where, `ap.version >= ? AND ap.compliant IS NULL`)
+		case "":
+		default:
+			return errs.Invalidf("compliance state must be one of %s, got %q", strings.Join(device.ComplianceStates, ", "), f.State)
+		}
+		if f.State != "" {
+			args = append(args, p.Version)
+		}
+		if f.After != nil {
+			where = append(where, `(a.hostname, a.id) > (?, ?)`)
+			args = append(args, f.After.Hostname, f.After.ID)
+		}
+		query := `SELECT a.id, a.hostname, ap.version, ap.compliant, ap.message, a.last_seen_at
+			FROM agent_policies ap JOIN agents a ON a.id = ap.agent_id
+			WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY a.hostname, a.id`
+		if f.Limit > 0 {
+			query += ` LIMIT ?`
+			args = append(args, f.Limit)
+		}
+		rows, err := tx.QueryContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var pa device.PolicyAgent
+			var compliant sql.NullBool
+			var seen int64
+			if err := rows.Scan(&pa.AgentID, &pa.Hostname, &pa.Version, &compliant, &pa.Message, &seen); err != nil {
+				return err
+			}
+			if compliant.Valid {
+				pa.Compliant = &compliant.Bool
+			}
+			pa.LastSeenAt = fromMS(seen)
+			pa.State = device.ComplianceState(pa.Version, p.Version, pa.Compliant)
+			out = append(out, &pa)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("find agents of policy %s: %w", f.PolicyID, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,298 @@
+package controlapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"unicode/utf8"
+
+	"github.com/patchline/patchline/internal/agentproto"
+	"github.com/patchline/patchline/internal/apikey"
+	"github.com/patchline/patchline/internal/audit"
+	"github.com/patchline/patchline/internal/device"
+	"github.com/patchline/patchline/internal/errs"
+	"github.com/patchline/patchline/internal/httpx"
+)
+
+// decodeAgentJSON decodes an agent's JSON body of at most max bytes. Unlike
+// the API it ignores unknown fields: newer agents may send more. A body
+// that is not UTF-8 is refused rather than stored with U+FFFD in place of
+// what the agent sent.
+func decodeAgentJSON(w http.ResponseWriter, r *http.Request, max int64, v any) error {
+	return httpx.DecodeJSONLenient(w, r, max, v)
+}
+
+func checkOS(os agentproto.OS) error {
+	if !device.ValidPlatform(os.Platform) {
+		return errs.Invalidf("os.platform must be windows, macos or linux, got %q", os.Platform)
+	}
+	for _, f := range []string{os.Name, os.Version, os.Build} {
+		if len(f) > 200 {
+			return errs.Invalidf("os fields must have at most 200 bytes")
+		}
+	}
+	return nil
+}
+
+func (s *Server) enroll(w http.ResponseWriter, r *http.Request) error {
+	var req agentproto.EnrollRequest
+	if err := decodeAgentJSON(w, r, 64<<10, &req); err != nil {
+		return err
+	}
+	if !apikey.CheckSecret(device.EnrollSecretPrefix, req.EnrollSecret) {
+		return errs.Unauthorizedf("malformed enrollment secret")
+	}
+	if err := device.CheckHostname(req.Hostname); err != nil {
+		return err
+	}
+	if err := checkOS(req.OS); err != nil {
+		return err
+	}
+	if req.Capability < 1 {
+		return errs.Invalidf("capability must be at least 1")
+	}
+	now := s.now().UTC()
+	credential := apikey.NewSecret(device.AgentCredentialPrefix)
+	a := &device.Agent{
+		ID:             device.NewID(device.AgentIDPrefix),
+		Hostname:       req.Hostname,
+		OS:             device.OS(req.OS),
+		Arch:           req.Arch,
+		AgentVersion:   req.AgentVersion,
+		Capability:     req.Capability,
+		CredentialHash: apikey.HashSecret(credential),
+		EnrolledAt:     now,
+		LastSeenAt:     now,
+		FeatureUpgrade: device.FeatureUpgrade{State: device.FeatureUpgradeNone},
+	}
+	if err := s.cfg.Agents.EnrollAgent(r.Context(), apikey.HashSecret(req.EnrollSecret), a); err != nil {
+		return err
+	}
+	e := &audit.Entry{
+		Time:          now,
+		Actor:         "agent:" + a.ID,
+		Method:        r.Method,
+		Path:          r.URL.Path,
+		Status:        http.StatusCreated,
+		ClientAddress: s.clientAddress(r),
+	}
+	if err := e.SetEvent(audit.AgentEnrolled{AgentID: a.ID, Hostname: a.Hostname, EnrollSecretID: a.EnrollSecretID}); err != nil {
+		return err
+	}
+	if err := s.cfg.Audit.AppendAudit(context.WithoutCancel(r.Context()), e); err != nil {
+		return err
+	}
+	return httpx.WriteJSON(w, http.StatusCreated, agentproto.EnrollResponse{
+		AgentID:                a.ID,
+		Credential:             a.ID + "." + credential,
+		Capability:             capability,
+		CheckInIntervalSeconds: checkInterval,
+	})
+}
+
+func (s *Server) checkIn(w http.ResponseWriter, r *http.Request) error {
+	var req agentproto.CheckInRequest
+	if err := decodeAgentJSON(w, r, agentproto.MaxRequestBytes, &req); err != nil {
+		return err
+	}
+	if err := device.CheckHostname(req.Hostname); err != nil {
+		return err
+	}
+	if err := checkOS(req.OS); err != nil {
+		return err
+	}
+	fu := device.FeatureUpgrade(req.FeatureUpgrade)
+	if fu.State == "" {
+		fu.State = device.FeatureUpgradeNone
+	}
+	if !device.ValidFeatureUpgradeState(fu.State) {
+		return errs.Invalidf("featureUpgrade.state %q is not one of the known states", fu.State)
+	}
+	c := device.CheckIn{
+		Time:           s.now(),
+		Hostname:       req.Hostname,
+		OS:             device.OS(req.OS),
+		Arch:           req.Arch,
+		AgentVersion:   req.AgentVersion,
+		Capability:     req.Capability,
+		IPs:            req.IPs,
+		FeatureUpgrade: fu,
+		RebootPending:  req.RebootPending,
+		MaxCommands:    100,
+	}
+	for _, p := range req.AppliedPolicies {
+		c.AppliedPolicies = append(c.AppliedPolicies, device.AppliedPolicy(p))
+	}
+	ri := requestInfoFrom(r.Context())
+	switch {
+	case req.Inventory != nil && req.InventoryDelta != nil:
+		return errs.Invalidf("send either inventory or inventoryDelta")
+	case req.Inventory != nil:
+		c.Inventory, c.InventoryHash = fromWireInventory(*req.Inventory), agentproto.InventoryHash(*req.Inventory)
+	case req.InventoryDelta != nil && ri.agent.RemovedAt == nil:
+		inv, err := s.applyInventoryDelta(r.Context(), ri.agent.AgentID, req.InventoryDelta)
+		if err != nil {
+			return err
+		}
+		c.Inventory, c.InventoryHash, c.InventoryBase = inv, req.InventoryDelta.Hash, req.InventoryDelta.Base
+	}
+	cmds, err := s.cfg.Agents.CheckIn(r.Context(), ri.agent.AgentID, c)
+	if errors.Is(err, errs.ErrUnauthorized) && ri.agent.RemovedAt != nil {
+		w.Header().Set(agentproto.HeaderAgentState, agentproto.AgentStateRemoved)
+	}
+	if err != nil {
+		return err
+	}
+	resp := agentproto.CheckInResponse{Capability: capability, CheckInIntervalSeconds: checkInterval, Commands: []agentproto.Command{}}
+	for _, cmd := range cmds {
+		resp.Commands = append(resp.Commands, agentproto.Command{
+			ID: cmd.ID, Type: string(cmd.Type), Params: cmd.Params, CreatedAt: cmd.CreatedAt, ExpiresAt: cmd.ExpiresAt,
+		})
+	}
+	return httpx.WriteJSON(w, http.StatusOK, resp)
+}
+
+// applyInventoryDelta returns the inventory of an agent changed by d. It
+// returns errs.ErrConflict when d is not based on the stored inventory or
+// does not lead to the inventory it names: the agent then sends the whole
+// inventory. The store checks the base again as it writes.
+func (s *Server) applyInventoryDelta(ctx context.Context, agentID string, d *agentproto.InventoryDelta) (*device.Inventory, error) {
+	a, err := s.cfg.Agents.FindAgentByID(ctx, agentID)
+	if err != nil {
+		return nil, err
+	}
+	if a.InventoryHash == "" || a.InventoryHash != d.Base {
+		return nil, errs.Conflictf("the inventory delta is based on %q but the server holds %q: send the full inventory", d.Base, a.InventoryHash)
+	}
+	inv, err := d.Apply(toWireInventory(a.Inventory))
+	if err != nil {
+		return nil, errs.Conflictf("%v: send the full inventory", err)
+	}
+	if got := agentproto.InventoryHash(inv); got != d.Hash {
+		return nil, errs.Conflictf("the inventory delta leads to %q, not %q: send the full inventory", got, d.Hash)
+	}
+	return fromWireInventory(inv), nil
+}
+
+// toWireInventory converts an inventory to the agent protocol's.
+func toWireInventory(in device.Inventory) agentproto.Inventory {
+	var out agentproto.Inventory
+	for _, sw := range in.Software {
+		out.Software = append(out.Software, agentproto.Software(sw))
+	}
+	for _, u := range in.PendingUpdates {
+		out.PendingUpdates = append(out.PendingUpdates, agentproto.Update(u))
+	}
+	for _, u := range in.InstalledUpdates {
+		out.InstalledUpdates = append(out.InstalledUpdates, agentproto.Update(u))
+	}
+	return out
+}
+
+// fromWireInventory converts an inventory of the agent protocol.
+func fromWireInventory(in agentproto.Inventory) *device.Inventory {
+	inv := &device.Inventory{Software: make([]device.Software, 0, len(in.Software)), PendingUpdates: []device.Update{}}
+	for _, sw := range in.Software {
+		inv.Software = append(inv.Software, device.Software(sw))
+	}
+	for _, u := range in.PendingUpdates {
+		inv.PendingUpdates = append(inv.PendingUpdates, device.Update(u))
+	}
+	for _, u := range in.InstalledUpdates {
+		inv.InstalledUpdates = append(inv.InstalledUpdates, device.Update(u))
+	}
+	return inv
+}
+
+func (s *Server) reportCommand(w http.ResponseWriter, r *http.Request) error {
+	var req agentproto.Report
+	if err := decodeAgentJSON(w, r, agentproto.MaxRequestBytes, &req); err != nil {
+		return err
+	}
+	var st device.CommandState
+	switch req.State {
+	case agentproto.StateRunning, agentproto.StateSucceeded, agentproto.StateFailed:
+		st = device.CommandState(req.State)
+	default:
+		return errs.Invalidf("state must be running, succeeded or failed, got %q", req.State)
+	}
+	var result *device.Result
+	if req.Result != nil {
+		if utf8.RuneCountInString(req.Result.Message) > 4096 {
+			return errs.Invalidf("result.message must have at most 4096 characters")
+		}
+		if len(req.Result.Data) > 0 {
+			var obj map[string]json.RawMessage
+			if err := json.Unmarshal(req.Result.Data, &obj); err != nil || obj == nil {
+				return errs.Invalidf("result.data must be a JSON object")
+			}
+		}
+		result = &device.Result{Message: req.Result.Message, ExitCode: req.Result.ExitCode, Data: req.Result.Data}
+	}
+	if st == device.Failed && result == nil {
+		return errs.Invalidf("a failed command needs a result that says why")
+	}
+	ri := requestInfoFrom(r.Context())
+	c, err := s.cfg.Commands.ReportCommand(r.Context(), ri.agent.AgentID, r.PathValue("id"), device.Report{State: st, Result: result, Time: s.now()})
+	if err != nil {
+		return err
+	}
+	return httpx.WriteJSON(w, http.StatusOK, agentproto.ReportResponse{ID: c.ID, State: string(c.State)})
+}
+
+// logBundleTypes are the media types a log bundle may have.
+var logBundleTypes = map[string]bool{
+	"application/gzip":         true,
+	"application/zip":          true,
+	"application/x-tar":        true,
+	"application/octet-stream": true,
+}
+
+func (s *Server) uploadLogBundle(w http.ResponseWriter, r *http.Request) error {
+	ri := requestInfoFrom(r.Context())
+	if ri.agent.RemovedAt != nil {
+		w.Header().Set(agentproto.HeaderAgentState, agentproto.AgentStateRemoved)
+		return errs.Unauthorizedf("the agent has been removed")
+	}
+	ct := "application/octet-stream"
+	if v := r.Header.Get("Content-Type"); v != "" {
+		mt, _, err := mime.ParseMediaType(v)
+		if err != nil || !logBundleTypes[mt] {
+			return errs.Invalidf("a log bundle must be application/gzip, application/zip, application/x-tar or application/octet-stream")
+		}
+		ct = mt
+	}
+	if r.ContentLength > agentproto.MaxLogBundleBytes {
+		return errs.TooLargef("a log bundle may have at most %d bytes", agentproto.MaxLogBundleBytes)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, agentproto.MaxLogBundleBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return errs.TooLargef("a log bundle may have at most %d bytes", agentproto.MaxLogBundleBytes)
+		}
+		return errs.Invalidf("reading the log bundle: %v", err)
+	}
+	if len(body) == 0 {
+		return errs.Invalidf("the log bundle is empty")
+	}
+	sum := sha256.Sum256(body)
+	b := &device.LogBundle{
+		CommandID:   r.PathValue("id"),
+		AgentID:     ri.agent.AgentID,
+		ContentType: ct,
+		Size:        int64(len(body)),
+		SHA256:      sum[:],
+		Content:     body,
+		CreatedAt:   s.now().UTC(),
+	}
+	if err := s.cfg.Commands.SaveLogBundle(r.Context(), b); err != nil {
+		return err
+	}
+	return httpx.WriteJSON(w, http.StatusCreated, agentproto.LogBundleResponse{CommandID: b.CommandID, Size: b.Size, SHA256: hex.EncodeToString(sum[:])})
+}

@@ -1,0 +1,228 @@
+package exposure
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/patchline/patchline/internal/cve"
+	"github.com/patchline/patchline/internal/device"
+	"github.com/patchline/patchline/internal/version"
+)
+
+// Match returns the findings of an inventory, ordered by CVE id, product
+// and package, and the product keys the inventory holds (which the store
+// keeps, so that a change of the catalog finds the agents it concerns).
+//
+// An item finds the catalog's products by Key of its ecosystem and its
+// name, and also of its source package when it has one (distribution
+// trackers name source packages: libsope1 is built from sope). For each
+// CVE with atoms for that product, the rule is, in order:
+//
+//  1. Windows and Microsoft: an installed update (KB) that an atom names
+//     means the item is fixed.
+//  2. An installed version that does not parse under the ecosystem's rules
+//     is Unknown, never fixed.
+//  3. When every atom whose fixed version parses also has an affected
+//     range that parses ("< 2.3.1", ">= 2.4, < 2.12.2", ">= 2.13.0,
+//     < 2.15.0"), the item is affected exactly when its version lies in
+//     one of the ranges, and the fix is the fixed version of that range.
+//  4. Otherwise by the fixed versions alone, branch by branch: with f the
+//     greatest fixed version at or below the installed version v, the item
+//     is fixed when f exists and is on v's branch (all but the last
+//     dotted component of the leading release equal: 2.12.2 and 2.12.5 are
+//     on branch 2.12) or when no fixed version lies above v; otherwise it
+//     is affected and the fix is the least fixed version above v. So with
+//     fixes 2.3.1, 2.12.2 and 2.15.0, 2.12.1 is fixed by 2.12.2, 2.12.2
+//     is not affected, 2.13.0 is fixed by 2.15.0, and 2.3.2 is not
+//     affected.
+//  5. When rules 3 and 4 find the item not affected but some atoms of the
+//     product cannot be compared (a fix known only as a KB, a version that
+//     does not parse), the item is Unknown: the unparsed atom could be the
+//     one that applies.
+func (x *Index) Match(inv device.Inventory) (findings []Finding, keys []string) {
+	kbs := map[string]bool{}
+	for _, u := range inv.InstalledUpdates {
+		kbs[normKB(u.ID)] = true
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	seenKey := map[string]bool{}
+	for _, item := range inv.Software {
+		names := []string{item.Name}
+		if item.Source != "" && !strings.EqualFold(item.Source, item.Name) {
+			names = append(names, item.Source)
+		}
+		done := map[*entry]bool{}
+		for _, name := range names {
+			k := Key(item.Ecosystem, name)
+			if !seenKey[k] {
+				seenKey[k] = true
+				keys = append(keys, k)
+			}
+			for _, en := range x.products[k] {
+				if done[en] {
+					continue
+				}
+				done[en] = true
+				if en.arch != "" {
+					if a := normArch(item.Arch); a != "" && a != en.arch {
+						continue
+					}
+				}
+				if f, ok := matchEntry(en, item, kbs); ok {
+					findings = append(findings, f)
+				}
+			}
+		}
+	}
+	sort.Strings(keys)
+	sort.Slice(findings, func(i, j int) bool {
+		a, b := findings[i], findings[j]
+		if c := cve.Compare(a.CVEID, b.CVEID); c != 0 {
+			return c < 0
+		}
+		if a.Product != b.Product {
+			return a.Product < b.Product
+		}
+		if a.Package != b.Package {
+			return a.Package < b.Package
+		}
+		return a.Installed < b.Installed
+	})
+	// One finding per (CVE, package, installed version): architectures of
+	// one Windows product give the same answer.
+	out := findings[:0]
+	for i, f := range findings {
+		if i > 0 {
+			p := out[len(out)-1]
+			if p.CVEID == f.CVEID && p.Package == f.Package && p.Installed == f.Installed && p.Ecosystem == f.Ecosystem {
+				if p.Status == Unknown && f.Status == Affected {
+					out[len(out)-1] = f
+				}
+				continue
+			}
+		}
+		out = append(out, f)
+	}
+	return out, keys
+}
+
+func normKB(id string) string {
+	id = strings.ToUpper(strings.TrimSpace(id))
+	if !strings.HasPrefix(id, "KB") {
+		id = "KB" + id
+	}
+	return id
+}
+
+// matchEntry applies the rule of Match to one item and one CVE's product.
+func matchEntry(en *entry, item device.Software, kbs map[string]bool) (Finding, bool) {
+	f := Finding{CVEID: en.cveID, Ecosystem: en.ecosystem, Product: en.product, Package: item.Name, Installed: item.Version}
+	for _, a := range en.atoms {
+		if a.KB != "" && kbs[normKB(a.KB)] {
+			return f, false
+		}
+	}
+	v, err := version.Parse(en.ecosystem, item.Version)
+	if err != nil {
+		f.Status, f.Reason = Unknown, "the installed version does not parse under the "+en.ecosystem+" rules"
+		return f, true
+	}
+	var usable []atom
+	incomparable := false
+	allRanges := true
+	for _, a := range en.atoms {
+		if !a.parsed {
+			incomparable = true
+			continue
+		}
+		if _, err := v.Compare(a.fixed); err != nil {
+			incomparable = true
+			continue
+		}
+		usable = append(usable, a)
+		allRanges = allRanges && a.rangeOK
+	}
+	if len(usable) == 0 {
+		f.Status, f.Reason = Unknown, "no fixed version of this product can be compared with the installed one"
+		if len(en.atoms) > 0 && en.atoms[0].KB != "" {
+			f.KB = en.atoms[0].KB
+			f.Reason = "the fix is known only as " + en.atoms[0].KB + ", which is not installed"
+		}
+		return f, true
+	}
+	var fix *atom
+	if allRanges {
+		for i := range usable {
+			in, err := contains(usable[i].rng, v)
+			if err != nil {
+				incomparable = true
+				continue
+			}
+			if in && (fix == nil || less(usable[i].fixed, fix.fixed)) {
+				fix = &usable[i]
+			}
+		}
+	} else {
+		fix = byBranch(usable, v)
+	}
+	if fix == nil {
+		if incomparable {
+			f.Status, f.Reason = Unknown, "some fixes of this product cannot be compared with the installed version"
+			return f, true
+		}
+		return f, false
+	}
+	f.Status, f.Fixed, f.KB = Affected, fix.FixedVersion, fix.KB
+	f.EOLFrom, f.EOESFrom = fix.eolFrom, fix.eoesFrom
+	return f, true
+}
+
+// byBranch is rule 4 of Match: the atom whose fix applies to v, nil when
+// v is not affected.
+func byBranch(atoms []atom, v version.Version) *atom {
+	sort.SliceStable(atoms, func(i, j int) bool { return less(atoms[i].fixed, atoms[j].fixed) })
+	var below, above *atom
+	for i := range atoms {
+		c, _ := v.Compare(atoms[i].fixed)
+		if c >= 0 {
+			below = &atoms[i]
+		} else if above == nil {
+			above = &atoms[i]
+		}
+	}
+	if above == nil {
+		return nil
+	}
+	if below != nil && branch(below.fixed.String()) == branch(v.String()) {
+		return nil
+	}
+	return above
+}
+
+func less(a, b version.Version) bool {
+	c, err := a.Compare(b)
+	return err == nil && c < 0
+}
+
+// branch returns the release branch of a version: its leading run of
+// digits and dots (after an epoch "N:" and a leading "v"), without the
+// last component. "2.12.2" → "2.12", "1:9.2p1-2+deb12u3" → "9", "10.0.22631.4037"
+// → "10.0.22631".
+func branch(s string) string {
+	if i := strings.IndexByte(s, ':'); i >= 0 && i < len(s)-1 {
+		if strings.Trim(s[:i], "0123456789") == "" {
+			s = s[i+1:]
+		}
+	}
+	s = strings.TrimLeft(s, "vV")
+	end := 0
+	for end < len(s) && (s[end] == '.' || (s[end] >= '0' && s[end] <= '9')) {
+		end++
+	}
+	rel := strings.TrimRight(s[:end], ".")
+	if i := strings.LastIndexByte(rel, '.'); i >= 0 {
+		return rel[:i]
+	}
+	return rel
+}

@@ -1,0 +1,153 @@
+package exposure
+
+import (
+	"testing"
+
+	"github.com/patchline/patchline/internal/cve"
+	"github.com/patchline/patchline/internal/device"
+)
+
+func str(s string) *string { return &s }
+
+// indexOf builds an index of records, as Refresh does.
+func indexOf(records ...*cve.Record) *Index {
+	x := NewIndex()
+	for _, r := range records {
+		e := &cveEntry{risk: Risk{CVEID: r.CVEID}}
+		for _, en := range entriesOf(r) {
+			for _, k := range productKeys(en.ecosystem, en.product) {
+				x.products[k] = append(x.products[k], en)
+				e.keys = append(e.keys, k)
+			}
+		}
+		x.cves[r.CVEID] = e
+	}
+	return x
+}
+
+// log4j is CVE-2021-44228 as the catalog holds it: the Maven atoms of
+// OSV with their ranges, and the Vendor atoms of the CNA.
+var log4j = &cve.Record{CVEID: "CVE-2021-44228", Remediation: cve.Remediation{Available: true, Products: []cve.Product{
+	{Ecosystem: "Maven", Product: "org.apache.logging.log4j:log4j-core", Atoms: []cve.Atom{
+		{FixedVersion: "2.3.1", AffectedRange: str("< 2.3.1")},
+		{FixedVersion: "2.12.2", AffectedRange: str(">= 2.4, < 2.12.2")},
+		{FixedVersion: "2.15.0", AffectedRange: str(">= 2.13.0, < 2.15.0")},
+	}},
+	// Without ranges: the branch rule decides.
+	{Ecosystem: "Vendor", Product: "Apache Log4j2", Atoms: []cve.Atom{
+		{FixedVersion: "2.3.1"}, {FixedVersion: "2.12.2"}, {FixedVersion: "2.15.0"},
+	}},
+}}}
+
+var win = &cve.Record{CVEID: "CVE-2024-38063", Remediation: cve.Remediation{Available: true, Products: []cve.Product{
+	{Ecosystem: "Windows", Product: "Windows 11 Version 23H2 for x64-based Systems", Atoms: []cve.Atom{{FixedVersion: "10.0.22631.4037", KB: "KB5041585"}}},
+	{Ecosystem: "Windows", Product: "Windows 11 Version 23H2 for ARM64-based Systems", Atoms: []cve.Atom{{FixedVersion: "10.0.22631.4037", KB: "KB5041585"}}},
+	{Ecosystem: "Windows", Product: "Windows 10 Version 1607 for x64-based Systems", Atoms: []cve.Atom{{FixedVersion: "KB4013429", KB: "KB4013429", Unparsed: true}}},
+}}}
+
+var sope = &cve.Record{CVEID: "CVE-2025-53603", Remediation: cve.Remediation{Available: true, Products: []cve.Product{
+	{Ecosystem: "Debian:12", Product: "sope", Atoms: []cve.Atom{{FixedVersion: "5.8.0-1+deb12u1", AffectedRange: str("< 5.8.0-1+deb12u1"),
+		EOL: &cve.EOL{EOLFrom: str("2026-06-10")}}}},
+}}}
+
+var winrar = &cve.Record{CVEID: "CVE-2023-38831", Remediation: cve.Remediation{Available: true, Products: []cve.Product{
+	{Ecosystem: "Desktop", Product: "rarlab:winrar", Atoms: []cve.Atom{{FixedVersion: "6.23", AffectedRange: str("< 6.23")}}},
+}}}
+
+func one(t *testing.T, x *Index, inv device.Inventory) []Finding {
+	t.Helper()
+	f, _ := x.Match(inv)
+	return f
+}
+
+func TestMatchMultiBranch(t *testing.T) {
+	x := indexOf(log4j)
+	for _, eco := range []string{"Maven", "Vendor"} {
+		name := "org.apache.logging.log4j:log4j-core"
+		if eco == "Vendor" {
+			name = "Apache Log4j2"
+		}
+		for _, tt := range []struct{ installed, fixed string }{
+			{"2.0", "2.3.1"}, {"2.3.0", "2.3.1"}, {"2.3.1", ""}, {"2.3.2", ""},
+			{"2.12.1", "2.12.2"}, {"2.12.2", ""}, {"2.13.0", "2.15.0"}, {"2.14.1", "2.15.0"},
+			{"2.15.0", ""}, {"2.17.1", ""},
+		} {
+			got := one(t, x, device.Inventory{Software: []device.Software{{Name: name, Version: tt.installed, Ecosystem: eco}}})
+			switch {
+			case tt.fixed == "" && len(got) != 0:
+				t.Errorf("%s %s: %+v, want not affected", eco, tt.installed, got)
+			case tt.fixed != "" && (len(got) != 1 || got[0].Status != Affected || got[0].Fixed != tt.fixed):
+				t.Errorf("%s %s: %+v, want affected, fixed by %s", eco, tt.installed, got, tt.fixed)
+			}
+		}
+	}
+}
+
+func TestMatchUnparsedIsUnknown(t *testing.T) {
+	x := indexOf(log4j, sope)
+	got := one(t, x, device.Inventory{Software: []device.Software{{Name: "org.apache.logging.log4j:log4j-core", Version: "not a version!", Ecosystem: "Maven"}}})
+	if len(got) != 1 || got[0].Status != Unknown || got[0].Reason == "" {
+		t.Fatalf("unparsed version: %+v, want unknown", got)
+	}
+	got = one(t, x, device.Inventory{Software: []device.Software{{Name: "libsope1", Source: "sope", Version: "5.8.0 1", Ecosystem: "Debian:12"}}})
+	if len(got) != 1 || got[0].Status != Unknown {
+		t.Fatalf("unparsed Debian version: %+v, want unknown", got)
+	}
+}
+
+func TestMatchWindows(t *testing.T) {
+	x := indexOf(win)
+	os := func(build string, kbs ...string) device.Inventory {
+		inv := device.Inventory{Software: []device.Software{{Name: "Windows 11 Version 23H2", Version: build, Ecosystem: "Windows", Arch: "x64"}}}
+		for _, kb := range kbs {
+			inv.InstalledUpdates = append(inv.InstalledUpdates, device.Update{ID: kb})
+		}
+		return inv
+	}
+	got := one(t, x, os("10.0.22631.3880", "KB5040442"))
+	if len(got) != 1 || got[0].Status != Affected || got[0].Fixed != "10.0.22631.4037" || got[0].KB != "KB5041585" {
+		t.Errorf("build below the fix: %+v", got)
+	}
+	if got := one(t, x, os("10.0.22631.4037")); len(got) != 0 {
+		t.Errorf("build at the fix: %+v", got)
+	}
+	if got := one(t, x, os("10.0.22631.3000", "KB5041585")); len(got) != 0 {
+		t.Errorf("KB installed: %+v", got)
+	}
+	// A fix known only as a KB that is not installed is unknown.
+	got = one(t, x, device.Inventory{Software: []device.Software{{Name: "Windows 10 Version 1607", Version: "10.0.14393.0", Ecosystem: "Windows", Arch: "x64"}}})
+	if len(got) != 1 || got[0].Status != Unknown || got[0].KB != "KB4013429" {
+		t.Errorf("KB-only fix: %+v", got)
+	}
+}
+
+func TestMatchSourcePackageAndNames(t *testing.T) {
+	x := indexOf(sope, winrar)
+	got := one(t, x, device.Inventory{Software: []device.Software{
+		{Name: "libsope1", Source: "sope", Version: "5.8.0-1", Ecosystem: "Debian:12"},
+		{Name: "sogo", Version: "5.8.0-1", Ecosystem: "Debian:12"},
+		{Name: "WinRAR", Version: "6.22", Ecosystem: "Desktop"},
+	}})
+	if len(got) != 2 || got[0].CVEID != "CVE-2023-38831" || got[1].CVEID != "CVE-2025-53603" {
+		t.Fatalf("findings %+v", got)
+	}
+	if got[1].Package != "libsope1" || got[1].EOLFrom != "2026-06-10" {
+		t.Errorf("sope finding %+v", got[1])
+	}
+	if got := one(t, x, device.Inventory{Software: []device.Software{{Name: "libsope1", Source: "sope", Version: "5.8.0-1+deb12u1", Ecosystem: "Debian:12"},
+		{Name: "WinRAR", Version: "7.01", Ecosystem: "Desktop"}}}); len(got) != 0 {
+		t.Errorf("fixed versions: %+v", got)
+	}
+	// Another release's ecosystem does not match.
+	if got := one(t, x, device.Inventory{Software: []device.Software{{Name: "sope", Version: "1.0", Ecosystem: "Debian:11"}}}); len(got) != 0 {
+		t.Errorf("Debian 11: %+v", got)
+	}
+}
+
+func TestBranch(t *testing.T) {
+	for in, want := range map[string]string{"2.12.2": "2.12", "1:9.2p1-2+deb12u3": "9", "10.0.22631.4037": "10.0.22631", "v1.2.3": "1.2", "7": "7"} {
+		if got := branch(in); got != want {
+			t.Errorf("branch(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
