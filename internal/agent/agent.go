@@ -1,0 +1,590 @@
+// Package agent is the Patchline endpoint agent: it enrolls with the
+// control service, checks in on an interval with jitter, reports the
+// endpoint's inventory (whole the first time, then only what changed),
+// runs the commands it receives and reports how they went.
+//
+// The agent is split in two: Agent does the protocol, the state, the
+// endpoint's local --allow policy, policy objects and its own removal;
+// an Endpoint reports what the machine is and runs the commands that
+// change it. System is the real machine; package sim supplies simulated
+// ones that share everything else.
+//
+// Nothing a command produced is lost: its result is written to the State
+// before the command starts (provisionally: the agent stopped while it
+// ran) and when it ends, and stays there until the server has it. While
+// the server cannot be reached the agent backs off exponentially.
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/patchline/patchline/internal/agentproto"
+	"github.com/patchline/patchline/internal/device"
+)
+
+// ErrRemoved is returned by Run when the endpoint was removed by an
+// administrator: the agent deleted its state and stopped.
+var ErrRemoved = errors.New("the endpoint was removed from Patchline")
+
+// DefaultInterval is the check-in interval until the server names one.
+const DefaultInterval = 60 * time.Second
+
+// Config is what an Agent needs.
+type Config struct {
+	// Server is the base URL of the control service.
+	Server string
+	// EnrollSecret enrolls the endpoint the first time, and again when the
+	// server no longer knows its credential.
+	EnrollSecret string
+	State        State
+	Endpoint     Endpoint
+	// Allow lists the destructive command types (Destructive) this
+	// endpoint runs; the others fail with agentproto.NotAllowedMessage.
+	Allow []device.CommandType
+	// Interval overrides the check-in interval the server asks for; zero
+	// keeps the server's.
+	Interval     time.Duration
+	AgentVersion string
+	// HTTP sends the requests; nil means a default client.
+	HTTP   *http.Client
+	Logger *slog.Logger
+	// Rand draws the jitter; nil means the process-wide source.
+	Rand *mrand.Rand
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+}
+
+// Validate checks the configuration.
+func (c *Config) Validate() error {
+	switch {
+	case c.Server == "":
+		return errors.New("agent: no server URL")
+	case c.State == nil || c.Endpoint == nil:
+		return errors.New("agent: a state and an endpoint are required")
+	}
+	for _, t := range c.Allow {
+		if !IsDestructive(t) {
+			return fmt.Errorf("agent: %q cannot be allowed: the actions that need allowing are %v", t, Destructive)
+		}
+	}
+	return nil
+}
+
+// Agent runs one endpoint.
+type Agent struct {
+	cfg    Config
+	log    *slog.Logger
+	client *Client
+	now    func() time.Time
+	run    string // identifies this run in provisional results
+
+	flushMu   sync.Mutex
+	interval  time.Duration // the server's
+	serverCap int           // the server's capability, 0 until it answered
+	removed   chan struct{} // closed once a remove command succeeded
+	remove    sync.Once
+}
+
+// New returns an agent for c, which must be valid.
+func New(c Config) *Agent {
+	a := &Agent{cfg: c, log: c.Logger, now: c.Now, interval: DefaultInterval, removed: make(chan struct{})}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	b := make([]byte, 8)
+	rand.Read(b)
+	a.run = hex.EncodeToString(b)
+	a.client = &Client{BaseURL: c.Server, HTTP: c.HTTP, UserAgent: "patchline-agent/" + c.AgentVersion}
+	return a
+}
+
+// AgentID returns the id of the enrolled agent, "" before enrollment.
+func (a *Agent) AgentID() string {
+	id, _ := a.cfg.State.Identity()
+	if id == nil {
+		return ""
+	}
+	return id.AgentID
+}
+
+func (a *Agent) checkInterval() time.Duration {
+	if a.cfg.Interval > 0 {
+		return a.cfg.Interval
+	}
+	return a.interval
+}
+
+func (a *Agent) backoff() *Backoff {
+	base := min(a.checkInterval(), 5*time.Second)
+	return &Backoff{Base: base, Max: max(5*time.Minute, a.checkInterval()), Rand: a.cfg.Rand}
+}
+
+// sleep waits d or until ctx is done; it reports whether it waited the
+// whole time.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// Run enrolls when needed and checks in until ctx is done or the endpoint
+// is removed (ErrRemoved). Errors of the server or the network are logged
+// and retried; Run returns other errors only when the state cannot be
+// read or written.
+func (a *Agent) Run(ctx context.Context) error {
+	if t, err := a.cfg.State.Removed(); err != nil {
+		return err
+	} else if t != nil {
+		return fmt.Errorf("%w at %s; delete the removal mark in the state directory to enroll it again", ErrRemoved, t.Format(time.RFC3339))
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	work := make(chan Command, 256)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		a.worker(ctx, work)
+	}()
+	defer wg.Wait()
+	defer cancel()
+
+	bo := a.backoff()
+	for {
+		if err := a.ensureEnrolled(ctx, bo); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		err := a.cycle(ctx, work)
+		select {
+		case <-a.removed:
+			return a.finishRemoval(ctx)
+		default:
+		}
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case IsRemoved(err):
+			a.log.Warn("the server says this endpoint was removed")
+			return a.finishRemoval(ctx)
+		case StatusOf(err) == http.StatusUnauthorized:
+			a.log.Warn("the server no longer knows this agent's credential: enrolling again", "err", err)
+			if err := a.cfg.State.Reset(); err != nil {
+				return err
+			}
+			continue
+		case errors.Is(err, errState):
+			return err
+		case err != nil && Transient(err):
+			d := bo.Next()
+			a.log.Warn("check-in failed, backing off", "err", err, "retry_in", d.Round(time.Millisecond), "failures", bo.Failures())
+			if !sleep(ctx, d) {
+				return nil
+			}
+			continue
+		case err != nil:
+			a.log.Error("check-in refused", "err", err)
+		}
+		bo.Reset()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-a.removed:
+			return a.finishRemoval(ctx)
+		case <-time.After(Jitter(a.checkInterval(), a.cfg.Rand)):
+		}
+	}
+}
+
+// errState marks errors of the State, which end Run.
+var errState = errors.New("agent state")
+
+func stateErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", errState, err)
+}
+
+// ensureEnrolled loads the identity, enrolling (with backoff) when there
+// is none or it belongs to another server.
+func (a *Agent) ensureEnrolled(ctx context.Context, bo *Backoff) error {
+	for {
+		id, err := a.cfg.State.Identity()
+		if err != nil {
+			return err
+		}
+		if id != nil && id.Server == a.cfg.Server {
+			if a.client.Credential() != id.Credential {
+				a.client.SetCredential(id.Credential)
+			}
+			return nil
+		}
+		if id != nil {
+			a.log.Warn("the state belongs to another server: enrolling with this one", "state_server", id.Server, "server", a.cfg.Server)
+			if err := a.cfg.State.Reset(); err != nil {
+				return err
+			}
+		}
+		err = a.enroll(ctx)
+		if err == nil {
+			bo.Reset()
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, errState) {
+			return err
+		}
+		d := bo.Next()
+		a.log.Warn("enrollment failed", "err", err, "retry_in", d.Round(time.Millisecond))
+		if !sleep(ctx, d) {
+			return ctx.Err()
+		}
+	}
+}
+
+func (a *Agent) enroll(ctx context.Context) error {
+	if a.cfg.EnrollSecret == "" {
+		return stateErr(errors.New("the agent is not enrolled and has no enrollment secret"))
+	}
+	snap, err := a.cfg.Endpoint.Snapshot(ctx)
+	if err != nil {
+		return fmt.Errorf("enroll: %w", err)
+	}
+	resp, err := a.client.Enroll(ctx, &agentproto.EnrollRequest{
+		EnrollSecret: a.cfg.EnrollSecret, Capability: agentproto.CapabilityVersion,
+		Hostname: snap.Hostname, OS: snap.OS, Arch: snap.Arch, AgentVersion: a.cfg.AgentVersion,
+	})
+	if err != nil {
+		return err
+	}
+	if resp.CheckInIntervalSeconds > 0 {
+		a.interval = time.Duration(resp.CheckInIntervalSeconds) * time.Second
+	}
+	a.serverCap = resp.Capability
+	id := &Identity{Server: a.cfg.Server, AgentID: resp.AgentID, Credential: resp.Credential, EnrolledAt: a.now().UTC()}
+	if err := a.cfg.State.SaveIdentity(id); err != nil {
+		return stateErr(err)
+	}
+	a.log.Info("enrolled", "agent_id", resp.AgentID, "hostname", snap.Hostname)
+	return nil
+}
+
+// cycle delivers pending results, checks in and hands the commands it
+// gets to the worker.
+func (a *Agent) cycle(ctx context.Context, work chan<- Command) error {
+	if err := a.flush(ctx); err != nil {
+		return err
+	}
+	snap, err := a.cfg.Endpoint.Snapshot(ctx)
+	if errors.Is(err, ErrUnavailable) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	resp, err := a.checkIn(ctx, snap)
+	if err != nil {
+		return err
+	}
+	if resp.CheckInIntervalSeconds > 0 {
+		a.interval = time.Duration(resp.CheckInIntervalSeconds) * time.Second
+	}
+	a.serverCap = resp.Capability
+	for _, c := range resp.Commands {
+		cmd := Command{ID: c.ID, Type: device.CommandType(c.Type), Params: c.Params}
+		// Until it ends, the command's result says that it was cut short.
+		if err := a.cfg.State.PutResult(&PendingResult{
+			CommandID: c.ID, Run: a.run, Created: a.now().UTC(),
+			Report: agentproto.Report{State: agentproto.StateFailed, Result: &agentproto.Result{Message: "interrupted: the agent stopped before the command finished"}},
+		}); err != nil {
+			return stateErr(err)
+		}
+		select {
+		case work <- cmd:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	return nil
+}
+
+// checkIn sends one check-in: the whole inventory when the server holds
+// none the agent knows of, else what changed: as a delta to a server that
+// takes them (one that is not known to, until it answered, gets the whole
+// inventory). A delta the server refuses is followed at once by the whole
+// inventory.
+func (a *Agent) checkIn(ctx context.Context, snap *Snapshot) (*agentproto.CheckInResponse, error) {
+	reported, err := a.cfg.State.Reported()
+	if err != nil {
+		return nil, stateErr(err)
+	}
+	req := &agentproto.CheckInRequest{
+		Capability: agentproto.CapabilityVersion, Hostname: snap.Hostname, OS: snap.OS, Arch: snap.Arch,
+		AgentVersion: a.cfg.AgentVersion, IPs: snap.IPs, FeatureUpgrade: snap.FeatureUpgrade,
+		AppliedPolicies: a.appliedPolicies(snap), RebootPending: snap.RebootPending,
+	}
+	if req.IPs == nil {
+		req.IPs = []string{}
+	}
+	inv := agentproto.Canonical(snap.Inventory)
+	switch {
+	case reported == nil:
+		req.Inventory = &inv
+	default:
+		d := agentproto.Diff(*reported, inv)
+		switch {
+		case d.Empty():
+		case a.serverCap >= agentproto.DeltaCapability:
+			req.InventoryDelta = &d
+		default:
+			req.Inventory = &inv
+		}
+	}
+	resp, err := a.client.CheckIn(ctx, req)
+	if req.InventoryDelta != nil && StatusOf(err) == http.StatusConflict {
+		a.log.Info("the server does not hold the inventory the delta is based on: sending it whole", "err", err)
+		req.InventoryDelta, req.Inventory = nil, &inv
+		resp, err = a.client.CheckIn(ctx, req)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if req.Inventory != nil || req.InventoryDelta != nil {
+		if err := a.cfg.State.SaveReported(&inv); err != nil {
+			return nil, stateErr(err)
+		}
+	}
+	return resp, nil
+}
+
+// appliedPolicies returns the applied policies with their compliance,
+// checked against snap.
+func (a *Agent) appliedPolicies(snap *Snapshot) []agentproto.AppliedPolicy {
+	policies, err := a.cfg.State.Policies()
+	if err != nil {
+		a.log.Warn("reading applied policies", "err", err)
+		return []agentproto.AppliedPolicy{}
+	}
+	out := make([]agentproto.AppliedPolicy, 0, len(policies))
+	for _, p := range policies {
+		compliant, msg := a.checkPolicy(p.Settings, snap)
+		out = append(out, agentproto.AppliedPolicy{PolicyID: p.ID, Version: p.Version, Compliant: compliant, Message: msg})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].PolicyID < out[j].PolicyID })
+	return out
+}
+
+func (a *Agent) checkPolicy(settings json.RawMessage, snap *Snapshot) (*bool, string) {
+	if pc, ok := a.cfg.Endpoint.(PolicyChecker); ok {
+		return pc.CheckPolicy(settings, snap)
+	}
+	compliant, findings, unchecked := CheckPolicy(settings, snap)
+	return compliant, complianceMessage(findings, unchecked)
+}
+
+// worker runs commands one at a time, in the order they arrived.
+func (a *Agent) worker(ctx context.Context, work <-chan Command) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case cmd := <-work:
+			a.execute(ctx, cmd)
+			if err := a.flush(ctx); err != nil && ctx.Err() == nil {
+				a.log.Debug("results wait for the next check-in", "err", err)
+			}
+			if cmd.Type == device.Remove {
+				return
+			}
+		}
+	}
+}
+
+// execute runs one command and stores its final result.
+func (a *Agent) execute(ctx context.Context, cmd Command) {
+	log := a.log.With("command", cmd.ID, "type", cmd.Type)
+	var out Outcome
+	switch {
+	case IsDestructive(cmd.Type) && !a.allowed(cmd.Type):
+		log.Warn("refused: not in --allow")
+		out = Outcome{Failed: true, Message: agentproto.NotAllowedMessage}
+	default:
+		// The start is news, not a result: it is not kept for later.
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if err := a.client.Report(rctx, cmd.ID, &agentproto.Report{State: agentproto.StateRunning}); err != nil {
+			log.Debug("reporting the start", "err", err)
+		}
+		cancel()
+		log.Info("running")
+		switch cmd.Type {
+		case device.Remove:
+			out = Outcome{Message: "the agent removed itself: it deleted its state and stopped"}
+		case device.ApplyPolicy:
+			out = a.applyPolicy(ctx, cmd)
+		case device.CollectLogs, device.InstallUpdates, device.Reboot, device.FinishFeatureUpgrade:
+			if cmd.Type == device.Reboot {
+				// If the restart takes the agent down before it can say
+				// so, this is what the server hears.
+				a.cfg.State.PutResult(&PendingResult{CommandID: cmd.ID, Run: a.run, Created: a.now().UTC(),
+					Report: agentproto.Report{State: agentproto.StateSucceeded, Result: &agentproto.Result{Message: "restart requested"}}})
+			}
+			out = a.cfg.Endpoint.Execute(ctx, cmd)
+		default:
+			out = Failf("this agent does not know command type %q", cmd.Type)
+		}
+	}
+	r := &PendingResult{CommandID: cmd.ID, Final: true, Run: a.run, Created: a.now().UTC(), Bundle: out.Bundle, BundleType: out.BundleType}
+	r.Report = agentproto.Report{State: agentproto.StateSucceeded, Result: &agentproto.Result{Message: out.Message, ExitCode: out.ExitCode}}
+	if out.Failed {
+		r.Report.State = agentproto.StateFailed
+	}
+	if len(out.Data) > 0 {
+		b, err := json.Marshal(out.Data)
+		if err == nil {
+			r.Report.Result.Data = b
+		}
+	}
+	if len(r.Report.Result.Message) > 4000 {
+		r.Report.Result.Message = r.Report.Result.Message[:4000]
+	}
+	if err := a.cfg.State.PutResult(r); err != nil {
+		log.Error("saving the result", "err", err)
+	}
+	log.Info("done", "state", r.Report.State, "message", out.Message)
+	if cmd.Type == device.Remove {
+		a.remove.Do(func() { close(a.removed) })
+	}
+}
+
+func (a *Agent) allowed(t device.CommandType) bool {
+	for _, x := range a.cfg.Allow {
+		if x == t {
+			return true
+		}
+	}
+	return false
+}
+
+// applyPolicy records a policy version and checks it at once.
+func (a *Agent) applyPolicy(ctx context.Context, cmd Command) Outcome {
+	var p device.ApplyPolicyParams
+	if err := json.Unmarshal(cmd.Params, &p); err != nil || p.PolicyID == "" || p.Version < 1 {
+		return Failf("the apply-policy command carries no usable policy")
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(p.Settings, &obj); err != nil || obj == nil {
+		return Failf("the settings of policy %s version %d are not a JSON object", p.PolicyID, p.Version)
+	}
+	if err := a.cfg.State.SavePolicy(&Policy{ID: p.PolicyID, Version: p.Version, Settings: p.Settings, AppliedAt: a.now().UTC()}); err != nil {
+		return Failf("saving the policy: %v", err)
+	}
+	snap, err := a.cfg.Endpoint.Snapshot(ctx)
+	if err != nil {
+		return Outcome{Message: fmt.Sprintf("policy %s version %d applied; compliance is checked at the next check-in", p.PolicyID, p.Version)}
+	}
+	compliant, msg := a.checkPolicy(p.Settings, snap)
+	verdict := "compliance unknown"
+	switch {
+	case compliant == nil:
+	case *compliant:
+		verdict = "compliant"
+	default:
+		verdict = "not compliant"
+	}
+	text := fmt.Sprintf("policy %s version %d applied: %s", p.PolicyID, p.Version, verdict)
+	if msg != "" {
+		text += ": " + msg
+	}
+	return Outcome{Message: text, Data: map[string]any{"policyId": p.PolicyID, "version": p.Version, "compliant": compliant}}
+}
+
+// flush delivers the stored results, oldest first. It stops at the first
+// one the server cannot take now, so that results arrive in order.
+func (a *Agent) flush(ctx context.Context) error {
+	a.flushMu.Lock()
+	defer a.flushMu.Unlock()
+	results, err := a.cfg.State.Results()
+	if err != nil {
+		return stateErr(err)
+	}
+	for _, r := range results {
+		if !r.Final && r.Run == a.run {
+			continue // still running
+		}
+		if err := a.deliver(ctx, r); err != nil {
+			if Transient(err) || StatusOf(err) == http.StatusUnauthorized {
+				return err
+			}
+			// The server will never take it (the command is over, or not
+			// this agent's): drop it.
+			a.log.Warn("the server refused a result: dropping it", "command", r.CommandID, "err", err)
+		}
+		if err := a.cfg.State.DeleteResult(r.CommandID); err != nil {
+			return stateErr(err)
+		}
+	}
+	return nil
+}
+
+func (a *Agent) deliver(ctx context.Context, r *PendingResult) error {
+	if len(r.Bundle) > 0 && !r.BundleUploaded {
+		err := a.client.UploadLogBundle(ctx, r.CommandID, r.BundleType, r.Bundle)
+		switch {
+		case err == nil, StatusOf(err) == http.StatusConflict: // already there
+		case StatusOf(err) == http.StatusRequestEntityTooLarge:
+			r.Report = agentproto.Report{State: agentproto.StateFailed, Result: &agentproto.Result{Message: fmt.Sprintf("the log bundle (%d bytes) is larger than the server accepts", len(r.Bundle))}}
+		default:
+			return err
+		}
+		r.BundleUploaded, r.Bundle = true, nil
+		if err := a.cfg.State.PutResult(r); err != nil {
+			return stateErr(err)
+		}
+	}
+	return a.client.Report(ctx, r.CommandID, &r.Report)
+}
+
+// finishRemoval reports the remove command, deletes the state and leaves
+// the removal mark.
+func (a *Agent) finishRemoval(ctx context.Context) error {
+	// The remove command's own result goes out first, given a few tries.
+	bo := &Backoff{Base: time.Second, Max: 5 * time.Second, Rand: a.cfg.Rand}
+	for i := 0; i < 5; i++ {
+		err := a.flush(ctx)
+		if err == nil || !Transient(err) {
+			break
+		}
+		if !sleep(ctx, bo.Next()) {
+			break
+		}
+	}
+	if err := a.cfg.State.Remove(a.now()); err != nil {
+		return err
+	}
+	a.log.Warn("this endpoint was removed from Patchline: the agent deleted its state and stops")
+	return ErrRemoved
+}
