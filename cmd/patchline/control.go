@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"os/user"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/patchline/patchline/internal/audit"
+	"github.com/patchline/patchline/internal/console"
+	"github.com/patchline/patchline/internal/control/sqlite"
+	"github.com/patchline/patchline/internal/controlapi"
+	"github.com/patchline/patchline/internal/exposure"
+	"github.com/patchline/patchline/internal/httpx"
+	"github.com/patchline/patchline/internal/ratelimit"
+)
+
+// openControl opens the control store and returns the handler of the
+// control listener: the control API, the agent protocol and the console.
+func (m *Main) openControl(ctx context.Context) (http.Handler, error) {
+	store, err := openControlStore(ctx, m.Config.ControlDB)
+	if err != nil {
+		return nil, err
+	}
+	m.onClose(store.Close)
+	trusted, err := ratelimit.ParseProxies(m.Config.TrustedProxies)
+	if err != nil {
+		return nil, fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	logger := m.Logger.With("service", "control")
+	var exp *exposure.Service
+	if m.catalog != nil {
+		exp = exposure.NewService(m.catalog, store, logger.With("component", "exposure"))
+		go exp.Run(ctx)
+	}
+	api := controlapi.New(controlapi.Config{
+		Logger:         logger,
+		Agents:         store,
+		Commands:       store,
+		Rings:          store,
+		Rollouts:       store,
+		Policies:       store,
+		Keys:           store,
+		Audit:          store,
+		EnrollSecrets:  store,
+		Exposure:       store,
+		TrustedProxies: []netip.Prefix(trusted),
+		Metrics:        controlapi.NewMetrics(reg),
+	})
+	// The console: its own handler chain (sessions, CSRF, CSP) on every
+	// path that is not the API's, the agents' or the probes'.
+	con, err := console.New(ctx, console.Config{
+		Logger:         logger.With("component", "console"),
+		Admins:         store,
+		FirstAdmin:     store,
+		Sessions:       store,
+		TOTP:           store,
+		Keys:           store,
+		Audit:          store,
+		Agents:         store,
+		Commands:       store,
+		Rings:          store,
+		Rollouts:       store,
+		Policies:       store,
+		Exposure:       store,
+		TrustedProxies: trusted,
+	})
+	if err != nil {
+		return nil, err
+	}
+	go expireCommands(ctx, store, logger)
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := store.Ping(r.Context()); err != nil {
+			logger.Error("health check", "err", err)
+			http.Error(w, "control store unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok\n"))
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("/api/", api)
+	mux.Handle("/agent/", api)
+	mux.Handle("/", con)
+	// A path with "." or ".." segments is refused rather than redirected
+	// to a route the client did not name.
+	return httpx.RejectUncleanPaths(mux, "/api/", "/agent/"), nil
+}
+
+// expireCommands moves commands past their expiry to expired, every
+// minute, until ctx is done.
+func expireCommands(ctx context.Context, store *sqlite.Store, logger *slog.Logger) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := store.ExpireCommands(ctx, time.Now())
+		switch {
+		case err != nil && ctx.Err() == nil:
+			logger.Warn("expire commands", "err", err)
+		case n > 0:
+			logger.Info("expired commands", "count", n)
+		}
+	}
+}
+
+// openControlStore opens the control store of a DSN: a file path or
+// sqlite:PATH. PostgreSQL is refused with a clear message for now.
+func openControlStore(ctx context.Context, dsn string) (*sqlite.Store, error) {
+	path := dsn
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		return nil, errors.New("control store: PostgreSQL is not supported yet; use a file path or sqlite:PATH")
+	case strings.HasPrefix(dsn, "sqlite:"):
+		path = strings.TrimPrefix(dsn, "sqlite:")
+	}
+	return sqlite.Open(ctx, path)
+}
+
+// controlFlags are the flags of the subcommands that work on the control
+// store: the same --data and --control-db as serve.
+type controlFlags struct {
+	data, controlDB string
+}
+
+func bindControlFlags(fs *flag.FlagSet, c *controlFlags) {
+	fs.StringVar(&c.data, "data", "./patchline-data", "directory of the embedded databases")
+	fs.StringVar(&c.controlDB, "control-db", "", "control store DSN: a file path or sqlite:PATH (default DATA/control.db)")
+}
+
+// open opens the control store the flags name, with serve's defaults.
+func (c *controlFlags) open(ctx context.Context) (*sqlite.Store, error) {
+	cfg := ServeConfig{Data: c.data, ControlDB: c.controlDB, CVEAddr: "127.0.0.1:8080", ControlAddr: "127.0.0.1:8081"}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return openControlStore(ctx, cfg.ControlDB)
+}
+
+// parseArgs parses flags and positional arguments in any order: flags may
+// follow the positional arguments (`keys revoke KEYID --data DIR`).
+func parseArgs(fs *flag.FlagSet, env *Env, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := parseFlags(fs, env, args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// cliActor names the user running the command line in the audit log.
+func cliActor(env *Env) string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return "cli:" + u.Username
+	}
+	if u := env.Getenv("USER"); u != "" {
+		return "cli:" + u
+	}
+	return "cli"
+}
+
+// appendAdminAudit records an action of the command line.
+func appendAdminAudit(ctx context.Context, log audit.Log, env *Env, ev audit.Event) error {
+	e := &audit.Entry{Time: time.Now(), Actor: cliActor(env), ClientAddress: "local"}
+	if err := e.SetEvent(ev); err != nil {
+		return err
+	}
+	return log.AppendAudit(ctx, e)
+}
+
+// parseLifetime parses a Go duration (720h, 90m) or a number of days (30d).
+func parseLifetime(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n <= 0 {
+			return 0, fmt.Errorf("%q: want a duration such as 720h or 30d", s)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%q: want a positive duration such as 720h or 30d", s)
+	}
+	return d, nil
+}
+
+// formatOptionalTime writes t for a table, "-" for none.
+func formatOptionalTime(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}

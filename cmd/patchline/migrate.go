@@ -1,0 +1,332 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/patchline/patchline/internal/catalog"
+	"github.com/patchline/patchline/internal/catalog/postgres"
+	"github.com/patchline/patchline/internal/catalog/sqlite"
+	"github.com/patchline/patchline/internal/cve"
+	"github.com/patchline/patchline/internal/sqlitedb"
+)
+
+func init() {
+	commands["migrate"] = command{
+		usage: "--from DSN --to DSN [--store catalog|control]",
+		run:   runMigrate,
+	}
+}
+
+// storeMigrations copy one store from a backend to another, by --store
+// name. Each copies into an empty store, in one transaction of the target,
+// and checks the copy.
+var storeMigrations = map[string]func(ctx context.Context, env *Env, from, to string) error{
+	"catalog": migrateCatalog,
+	"control": migrateControl,
+}
+
+func runMigrate(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags("migrate", env)
+	var from, to, store string
+	fs.StringVar(&from, "from", "", "DSN of the store to copy: a file path, sqlite:PATH or postgres://…")
+	fs.StringVar(&to, "to", "", "DSN of the store to copy into, which must be empty (created when missing)")
+	fs.StringVar(&store, "store", "catalog", "the store to copy: catalog or control")
+	fs.Usage = func() {
+		fmt.Fprintf(env.Stderr, "usage: patchline migrate %s\n\n", commands["migrate"].usage)
+		fmt.Fprintln(env.Stderr, "Copies a store from one backend to another, SQLite to PostgreSQL or back.")
+		fmt.Fprintln(env.Stderr, "Stop ingest and sync on the source while it runs.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, env, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 || from == "" || to == "" {
+		return errUsage
+	}
+	if from == to {
+		return fmt.Errorf("--from and --to name the same store %s", redactDSN(from))
+	}
+	migrate, ok := storeMigrations[store]
+	if !ok {
+		return fmt.Errorf("--store %q: want catalog or control", store)
+	}
+	return migrate(ctx, env, from, to)
+}
+
+// migrateControl would copy the control store; it has no PostgreSQL backend
+// yet, so there is nothing to copy it to.
+func migrateControl(ctx context.Context, env *Env, from, to string) error {
+	return errors.New("the control store cannot be migrated yet: it has no PostgreSQL backend so far (--store catalog copies the catalog)")
+}
+
+// migrateCatalog copies the catalog at from into the empty catalog at to:
+// facts, lifecycles, records as they are served (content hashes and
+// modification times included), the ingest runs and the sync states. It
+// writes everything but the sync states in one transaction, so that a
+// failed copy leaves the target empty, and then compares the stats of both.
+func migrateCatalog(ctx context.Context, env *Env, from, to string) error {
+	if path, ok := sqlitedb.PathOf(from); ok && !postgres.IsDSN(from) {
+		if _, err := os.Stat(path); err != nil {
+			return fmt.Errorf("source catalog: %w", err)
+		}
+	}
+	start := time.Now()
+	src, err := openCatalogDSN(ctx, from)
+	if err != nil {
+		return fmt.Errorf("open source catalog: %w", err)
+	}
+	defer src.Close()
+	dst, err := openCatalogDSN(ctx, to)
+	if err != nil {
+		return fmt.Errorf("open target catalog: %w", err)
+	}
+	defer dst.Close()
+	if err := checkEmpty(ctx, dst); err != nil {
+		return fmt.Errorf("target catalog %s: %w", redactDSN(to), err)
+	}
+
+	tx, err := dst.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	sink := &catalogCopy{tx: tx}
+	if err := dumpCatalog(ctx, src, sink); err != nil {
+		return fmt.Errorf("copy catalog: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("copy catalog: %w", err)
+	}
+	for _, s := range sink.states {
+		if err := dst.PutSyncState(ctx, s); err != nil {
+			return fmt.Errorf("copy catalog: %w", err)
+		}
+	}
+
+	want, err := src.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	got, err := dst.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	if got != want {
+		return fmt.Errorf("copy catalog: the copy holds %+v, the source %+v", got, want)
+	}
+	printCopy(env.Stdout, from, to, sink, time.Since(start))
+	return nil
+}
+
+// checkEmpty fails unless the catalog holds nothing at all.
+func checkEmpty(ctx context.Context, c catalogStore) error {
+	stats, err := c.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	states, err := c.ListSyncStates(ctx)
+	if err != nil {
+		return err
+	}
+	if stats.Records > 0 || stats.Facts > 0 || !stats.Updated.IsZero() || len(states) > 0 {
+		return fmt.Errorf("not empty (%d records, %d facts, %d sync states): migrate copies into an empty catalog only",
+			stats.Records, stats.Facts, len(states))
+	}
+	return nil
+}
+
+func printCopy(w io.Writer, from, to string, c *catalogCopy, d time.Duration) {
+	fmt.Fprintf(w, "catalog copied from %s to %s in %.1fs\n", redactDSN(from), redactDSN(to), d.Seconds())
+	fmt.Fprintf(w, "facts: %d\nlifecycles: %d\nrecords: %d\ningest runs: %d\nsync states: %d\n",
+		c.facts, c.lifecycles, c.records, c.runs, len(c.states))
+}
+
+// catalogCopy writes the rows of a catalog dump into a write transaction of
+// the target, counting them. Sync states wait for the transaction to end:
+// on SQLite they would need the connection it holds.
+type catalogCopy struct {
+	tx                               catalog.Tx
+	facts, lifecycles, records, runs int
+	states                           []catalog.SyncState
+}
+
+var _ postgres.DumpTarget = (*catalogCopy)(nil)
+
+// PutFacts implements postgres.DumpTarget.
+func (c *catalogCopy) PutFacts(ctx context.Context, key int64, f *cve.Facts) (catalog.Change, error) {
+	c.facts++
+	return c.tx.PutFacts(ctx, key, f)
+}
+
+// PutLifecycle implements postgres.DumpTarget.
+func (c *catalogCopy) PutLifecycle(ctx context.Context, l *cve.Lifecycle) (catalog.Change, error) {
+	c.lifecycles++
+	return c.tx.PutLifecycle(ctx, l)
+}
+
+// PutRecord implements postgres.DumpTarget.
+func (c *catalogCopy) PutRecord(ctx context.Context, r *catalog.Row) error {
+	c.records++
+	return c.tx.PutRecord(ctx, r)
+}
+
+// LogRun implements postgres.DumpTarget.
+func (c *catalogCopy) LogRun(ctx context.Context, run catalog.Run) error {
+	c.runs++
+	return c.tx.LogRun(ctx, run)
+}
+
+// PutSyncState implements postgres.DumpTarget.
+func (c *catalogCopy) PutSyncState(ctx context.Context, s catalog.SyncState) error {
+	c.states = append(c.states, s)
+	return nil
+}
+
+// dumpCatalog reads every row of src into to.
+func dumpCatalog(ctx context.Context, src catalogStore, to postgres.DumpTarget) error {
+	switch db := src.(type) {
+	case *postgres.DB:
+		return db.Dump(ctx, to)
+	case *sqlite.DB:
+		return dumpSQLite(ctx, db, to)
+	}
+	return fmt.Errorf("cannot read a catalog of type %T", src)
+}
+
+// dumpSQLite reads every row of a SQLite catalog into to, the tables in one
+// read transaction (one snapshot), in the order of postgres.DB.Dump.
+func dumpSQLite(ctx context.Context, db *sqlite.DB, to postgres.DumpTarget) error {
+	tx, err := db.SQL().BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	err = eachRow(ctx, tx, `SELECT key, body FROM facts ORDER BY key, feed, doc`, func(rows *sql.Rows) error {
+		var key int64
+		var body []byte
+		if err := rows.Scan(&key, &body); err != nil {
+			return err
+		}
+		var f cve.Facts
+		if err := json.Unmarshal(body, &f); err != nil {
+			return fmt.Errorf("decode facts of %s: %w", cve.IDOfKey(key), err)
+		}
+		_, err := to.PutFacts(ctx, key, &f)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("dump facts: %w", err)
+	}
+	err = eachRow(ctx, tx, `SELECT body FROM lifecycles ORDER BY product, cycle`, func(rows *sql.Rows) error {
+		var body []byte
+		if err := rows.Scan(&body); err != nil {
+			return err
+		}
+		var l cve.Lifecycle
+		if err := json.Unmarshal(body, &l); err != nil {
+			return fmt.Errorf("decode lifecycle: %w", err)
+		}
+		_, err := to.PutLifecycle(ctx, &l)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("dump lifecycles: %w", err)
+	}
+	err = eachRow(ctx, tx, `SELECT key, cve_id, rejected, severity, cvss, cvss_version, epss, is_kev, has_fix,
+		published, modified, hash, body FROM records ORDER BY key`, func(rows *sql.Rows) error {
+		var r catalog.Row
+		var severity, version sql.NullString
+		err := rows.Scan(&r.Key, &r.ID, &r.Rejected, &severity, &r.CVSS, &version, &r.EPSS, &r.IsKEV, &r.HasFix,
+			&r.Published, &r.Modified, &r.Hash, &r.Body)
+		if err != nil {
+			return err
+		}
+		if severity.Valid {
+			r.Severity = &severity.String
+		}
+		if version.Valid {
+			r.CVSSVersion = &version.String
+		}
+		if r.Description, err = descriptionOf(r.Body); err != nil {
+			return fmt.Errorf("decode record %s: %w", r.ID, err)
+		}
+		return to.PutRecord(ctx, &r)
+	})
+	if err != nil {
+		return fmt.Errorf("dump records: %w", err)
+	}
+	err = eachRow(ctx, tx, `SELECT started, finished, sources, changed FROM ingest_runs ORDER BY id`, func(rows *sql.Rows) error {
+		var run catalog.Run
+		var sources string
+		if err := rows.Scan(&run.Started, &run.Finished, &sources, &run.Changed); err != nil {
+			return err
+		}
+		if err := json.Unmarshal([]byte(sources), &run.Sources); err != nil {
+			return fmt.Errorf("decode ingest run: %w", err)
+		}
+		return to.LogRun(ctx, run)
+	})
+	if err != nil {
+		return fmt.Errorf("dump ingest runs: %w", err)
+	}
+	states, err := db.ListSyncStates(ctx)
+	if err != nil {
+		return fmt.Errorf("dump sync states: %w", err)
+	}
+	for _, s := range states {
+		if err := to.PutSyncState(ctx, s); err != nil {
+			return fmt.Errorf("dump sync states: %w", err)
+		}
+	}
+	return nil
+}
+
+// eachRow runs query in tx and calls fn for each of its rows.
+func eachRow(ctx context.Context, tx *sql.Tx, query string, fn func(*sql.Rows) error) error {
+	rows, err := tx.QueryContext(ctx, query)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// descriptionOf returns the description of a stored record body, the text
+// that catalog.Row.Description indexes for search.
+func descriptionOf(body []byte) (string, error) {
+	var r struct {
+		Description *string `json:"description"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		return "", err
+	}
+	if r.Description == nil {
+		return "", nil
+	}
+	return *r.Description, nil
+}
+
+// redactDSN returns dsn with the password of a URL replaced by xxxxx.
+func redactDSN(dsn string) string {
+	if !postgres.IsDSN(dsn) {
+		return dsn
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "postgres://…"
+	}
+	return u.Redacted()
+}

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/patchline/patchline/internal/catalog/postgres/pgtest"
+)
+
+// TestEndToEndMigratePostgres ingests the sample into SQLite, migrates it to
+// PostgreSQL, serves it from there, migrates it back to a new SQLite file
+// and serves that: all three answer the same.
+func TestEndToEndMigratePostgres(t *testing.T) {
+	pg := pgtest.NewDatabase(t)
+	data := t.TempDir()
+	res := runCLI(t, "", nil, "ingest", "--data", data, "--sample")
+	if res.Code != 0 {
+		t.Fatalf("ingest --sample: exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
+	}
+	lite := "sqlite:" + filepath.Join(data, "catalog.db")
+
+	res = runCLI(t, "", nil, "migrate", "--from", lite, "--to", pg)
+	if res.Code != 0 {
+		t.Fatalf("migrate to PostgreSQL: exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
+	}
+	if !strings.Contains(res.Stdout, "catalog copied from") || !strings.Contains(res.Stdout, "records: ") {
+		t.Errorf("migrate printed:\n%s", res.Stdout)
+	}
+	t.Logf("migrate to PostgreSQL:\n%s", res.Stdout)
+
+	// A second copy into the same, now full, catalog is refused.
+	res = runCLI(t, "", nil, "migrate", "--from", lite, "--to", pg)
+	if res.Code != 1 || !strings.Contains(res.Stderr, "not empty") {
+		t.Errorf("migrate into a full catalog: exit %d\n%s", res.Code, res.Stderr)
+	}
+
+	back := "sqlite:" + filepath.Join(t.TempDir(), "back", "catalog.db")
+	res = runCLI(t, "", nil, "migrate", "--from", pg, "--to", back)
+	if res.Code != 0 {
+		t.Fatalf("migrate back to SQLite: exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
+	}
+
+	want := startServe(t, "", nil, "--catalog-db", lite, "--rate-limit", "off")
+	fromPG := startServe(t, "", nil, "--catalog-db", pg, "--rate-limit", "off")
+	fromBack := startServe(t, "", nil, "--catalog-db", back, "--rate-limit", "off")
+	for _, s := range []*server{fromPG, fromBack} {
+		if strings.Contains(s.Log(), "loading the bundled sample") {
+			t.Errorf("serve loaded the sample into the migrated catalog:\n%s", s.Log())
+		}
+	}
+
+	paths := []string{
+		"/api/v1/cve/CVE-2021-44228",
+		"/api/v1/cve/CVE-2024-3094",
+		"/api/v1/cve/CVE-2023-44487",
+		"/api/v1/cve/CVE-2024-3400/osv",
+		"/api/v1/cve?limit=25",
+		"/api/v1/cve?sort=epss&dir=desc&limit=20",
+		"/api/v1/cve?sort=cvss&severity=CRITICAL&fix=true&limit=10",
+		"/api/v1/cve?kev=true&sort=kev&dir=asc&limit=15",
+		"/api/v1/cve?year=2023&sort=cve&limit=30",
+		"/api/v1/cve?q=log4j&limit=5",
+		"/api/v1/cve?q=remote+code+exec&sort=epss&dir=desc&limit=7",
+		"/api/v1/cve?q=CVE-2024-3&limit=50",
+		"/api/v1/cve/bulk.jsonl",
+		"/api/v1/cve/modified.csv",
+		"/cve/CVE-2021-44228",
+		"/api/v1/cve/CVE-1999-99999",
+	}
+	for _, p := range paths {
+		wantStatus, wantBody := getNormalised(t, want, p)
+		for name, s := range map[string]*server{"postgres": fromPG, "sqlite after a round trip": fromBack} {
+			status, body := getNormalised(t, s, p)
+			if status != wantStatus || body != wantBody {
+				t.Errorf("GET %s from %s: %d\n%.600s\nwant %d\n%.600s", p, name, status, body, wantStatus, wantBody)
+			}
+		}
+	}
+	// Follow the cursors of a list to its end on both.
+	next := "/api/v1/cve?sort=published&dir=desc&limit=100"
+	pages := 0
+	for next != "" {
+		wantStatus, wantBody := getNormalised(t, want, next)
+		status, body := getNormalised(t, fromPG, next)
+		if status != 200 || status != wantStatus || body != wantBody {
+			t.Fatalf("GET %s: %d, want %d; bodies differ: %v", next, status, wantStatus, body != wantBody)
+		}
+		var page struct {
+			NextCursor *string `json:"nextCursor"`
+		}
+		if err := json.Unmarshal([]byte(body), &page); err != nil {
+			t.Fatal(err)
+		}
+		next = ""
+		if page.NextCursor != nil {
+			next = "/api/v1/cve?sort=published&dir=desc&limit=100&cursor=" + url.QueryEscape(*page.NextCursor)
+		}
+		pages++
+	}
+	if pages < 10 {
+		t.Errorf("the list ended after %d pages of 100", pages)
+	}
+}
+
+// getNormalised GETs path from s and returns the status and the body with
+// the server's own address replaced, so that two servers can be compared.
+func getNormalised(t *testing.T, s *server, path string) (int, string) {
+	t.Helper()
+	status, body, _ := get(t, s.LookupURL+path)
+	host := strings.TrimPrefix(s.LookupURL, "http://")
+	return status, strings.ReplaceAll(string(body), host, "HOST")
+}
+
+func TestEndToEndMigrateRefusals(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no flags", []string{"migrate"}, 2, "usage: patchline migrate"},
+		{"no source", []string{"migrate", "--from", filepath.Join(dir, "missing.db"), "--to", filepath.Join(dir, "to.db")}, 1, "missing.db"},
+		{"same store", []string{"migrate", "--from", "a.db", "--to", "a.db"}, 1, "same store"},
+		{"unknown store", []string{"migrate", "--store", "agents", "--from", "a.db", "--to", "b.db"}, 1, "want catalog or control"},
+		{"control", []string{"migrate", "--store", "control", "--from", "sqlite:control.db", "--to", "postgres://u@127.0.0.1/x"}, 1, "control store cannot be migrated yet"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := runCLI(t, "", nil, tt.args...)
+			if res.Code != tt.code || !strings.Contains(res.Stderr, tt.want) {
+				t.Errorf("exit %d, stderr:\n%s\nwant exit %d and %q", res.Code, res.Stderr, tt.code, tt.want)
+			}
+		})
+	}
+}
+
+// TestEndToEndServePostgresReplicas starts two replicas at once on an empty
+// PostgreSQL catalog: both apply the migrations and load the sample without
+// getting in each other's way, and both serve the same catalog.
+func TestEndToEndServePostgresReplicas(t *testing.T) {
+	pg := pgtest.NewDatabase(t)
+	servers := make(chan *server, 2)
+	for range 2 {
+		go func() {
+			// startServe ends this goroutine when the server does not
+			// start; the deferred send still reports it.
+			var s *server
+			defer func() { servers <- s }()
+			s = startServe(t, "", nil, "--catalog-db", pg, "--rate-limit", "off")
+		}()
+	}
+	a, b := <-servers, <-servers
+	if a == nil || b == nil {
+		t.Fatal("a replica did not start")
+	}
+	if !strings.Contains(a.Log()+b.Log(), "loading the bundled sample catalog") {
+		t.Errorf("neither replica loaded the sample:\n%s\n%s", a.Log(), b.Log())
+	}
+	for _, p := range []string{"/api/v1/cve/CVE-2021-44228", "/api/v1/cve?sort=epss&dir=desc&limit=20", "/api/v1/cve?q=openssh&limit=5"} {
+		sa, ba := getNormalised(t, a, p)
+		sb, bb := getNormalised(t, b, p)
+		if sa != 200 || sa != sb || ba != bb {
+			t.Errorf("GET %s: replicas answer %d and %d\n%.300s\n%.300s", p, sa, sb, ba, bb)
+		}
+	}
+	rec := fetchRecord(t, a, "CVE-2021-44228")
+	if rec.KEV == nil || rec.EPSS == nil || !rec.Remediation.Available {
+		t.Errorf("record from PostgreSQL = %+v", rec)
+	}
+}
+
+// TestEndToEndKilledIngestKeepsPostgresCatalog kills ingests into a
+// PostgreSQL catalog mid-run: the catalog stays as it was, and the next
+// ingest is not held up by the killed one's lock.
+func TestEndToEndKilledIngestKeepsPostgresCatalog(t *testing.T) {
+	pg := pgtest.NewDatabase(t)
+	if res := runCLI(t, "", nil, "ingest", "--catalog-db", pg, "--sample"); res.Code != 0 {
+		t.Fatalf("ingest --sample: %s%s", res.Stdout, res.Stderr)
+	}
+	big := filepath.Join(t.TempDir(), "epss.csv")
+	var b strings.Builder
+	b.WriteString("#model_version:v2025.03.14,score_date:2026-11-20T00:00:00+0000\ncve,epss,percentile\n")
+	for i := 0; i < 400_000; i++ {
+		fmt.Fprintf(&b, "CVE-2099-%d,0.5,0.5\n", 10000+i)
+	}
+	fmt.Fprintf(&b, "CVE-2021-44228,0.00001,0.001\n")
+	if err := os.WriteFile(big, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, delay := range []time.Duration{500 * time.Millisecond, 1500 * time.Millisecond} {
+		cmd := exec.Command(binary, "ingest", "--catalog-db", pg, "epss="+big)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(delay)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		if cmd.ProcessState.Success() {
+			t.Skip("the ingest finished before it could be killed")
+		}
+	}
+	small := filepath.Join(t.TempDir(), "epss-small.csv")
+	os.WriteFile(small, []byte("cve,epss,percentile\nCVE-2024-3094,0.75,0.9\n"), 0o644)
+	start := time.Now()
+	if res := runCLI(t, "", nil, "ingest", "--catalog-db", pg, "epss="+small); res.Code != 0 {
+		t.Fatalf("ingest after the killed ones: %s%s", res.Stdout, res.Stderr)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("the ingest after the killed ones took %v", d)
+	}
+	s := startServe(t, "", nil, "--catalog-db", pg)
+	rec := fetchRecord(t, s, "CVE-2021-44228")
+	if rec.EPSS == nil || rec.EPSS.Score == 0.00001 {
+		t.Errorf("EPSS after a killed run = %+v, want the sample's score", rec.EPSS)
+	}
+	if rec := fetchRecord(t, s, "CVE-2024-3094"); rec.EPSS == nil || rec.EPSS.Score != 0.75 {
+		t.Errorf("EPSS of the ingest after the killed ones = %+v, want 0.75", rec.EPSS)
+	}
+	if strings.Contains(s.Log(), "loading the bundled sample") {
+		t.Error("the catalog looked empty after a killed run")
+	}
+}
