@@ -1,0 +1,406 @@
+// Command load drives a running `patchline serve` on 127.0.0.1 with fixed
+// mixes of requests and prints a Markdown table of the results.
+//
+// Each HTTP mix runs twice for the same duration with the same number of
+// connections: against the lookup API, and against a bare net/http handler
+// started by this program that answers the same requests with the very
+// bytes the lookup API gave for them. The ratio of the two request rates
+// is what the design's targets speak of; both runs share the machine.
+//
+//	load cve -url http://127.0.0.1:18080 -conns 64 -duration 20s -pid PID
+//	load checkins -metrics http://127.0.0.1:18081/metrics -agents 6000 -duration 20s
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: load cve|checkins [flags]")
+		os.Exit(2)
+	}
+	switch os.Args[1] {
+	case "cve":
+		cveMain(os.Args[2:])
+	case "checkins":
+		checkinsMain(os.Args[2:])
+	default:
+		fmt.Fprintln(os.Stderr, "usage: load cve|checkins [flags]")
+		os.Exit(2)
+	}
+}
+
+// request is one request of a mix, with the response the lookup API gave.
+type request struct {
+	method, path string
+	body         []byte
+	resp         []byte
+	ctype        string
+}
+
+func (r *request) key() string { return r.method + " " + r.path + "\x00" + string(r.body) }
+
+// result is what one run of a mix measured.
+type result struct {
+	n        int
+	errors   int
+	bytes    int64
+	elapsed  time.Duration
+	p50, p99 time.Duration
+}
+
+func (r result) rps() float64 { return float64(r.n) / r.elapsed.Seconds() }
+
+func newClient(conns int) *http.Client {
+	return &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
+		MaxIdleConns: conns, MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns,
+		DisableCompression: true, IdleConnTimeout: time.Minute,
+	}}
+}
+
+// run sends reqs, picked at random, from conns connections for d against
+// base, and measures the latency of each.
+func run(client *http.Client, base string, reqs []*request, conns int, d time.Duration, seed uint64) result {
+	var (
+		mu    sync.Mutex
+		all   []time.Duration
+		res   result
+		wg    sync.WaitGroup
+		start = time.Now()
+		end   = start.Add(d)
+	)
+	for c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(c)))
+			var lat []time.Duration
+			var n, errs int
+			var nb int64
+			for time.Now().Before(end) {
+				q := reqs[rng.IntN(len(reqs))]
+				t := time.Now()
+				req, _ := http.NewRequest(q.method, base+q.path, bytes.NewReader(q.body))
+				if q.body != nil {
+					req.Header.Set("Content-Type", "application/json")
+				}
+				resp, err := client.Do(req)
+				if err != nil {
+					errs++
+					continue
+				}
+				m, _ := io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					errs++
+					continue
+				}
+				lat = append(lat, time.Since(t))
+				n++
+				nb += m
+			}
+			mu.Lock()
+			all = append(all, lat...)
+			res.n += n
+			res.errors += errs
+			res.bytes += nb
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	slices.Sort(all)
+	if len(all) > 0 {
+		res.p50 = all[len(all)*50/100]
+		res.p99 = all[min(len(all)-1, len(all)*99/100)]
+	}
+	return res
+}
+
+// bare is the comparison server: it answers each request of the mixes with
+// the bytes captured from the lookup API, nothing else.
+type bare struct {
+	byKey map[string]*request
+	addr  string
+}
+
+func startBare(reqs []*request) *bare {
+	b := &bare{byKey: map[string]*request{}}
+	for _, r := range reqs {
+		b.byKey[r.key()] = r
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	b.addr = "http://" + ln.Addr().String()
+	go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body []byte
+		if r.Method == http.MethodPost {
+			body, _ = io.ReadAll(r.Body)
+		}
+		path := strings.TrimPrefix(r.URL.RequestURI(), "/api/v1")
+		q, ok := b.byKey[r.Method+" "+path+"\x00"+string(body)]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", q.ctype)
+		w.Header().Set("Content-Length", strconv.Itoa(len(q.resp)))
+		w.Write(q.resp)
+	}))
+	return b
+}
+
+// capture sends each request once to the lookup API and keeps its answer.
+func capture(client *http.Client, base string, reqs []*request) []*request {
+	var out []*request
+	for _, q := range reqs {
+		req, _ := http.NewRequest(q.method, base+q.path, bytes.NewReader(q.body))
+		if q.body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			log.Fatalf("%s %s: %v", q.method, q.path, err)
+		}
+		q.resp, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		q.ctype = resp.Header.Get("Content-Type")
+		if resp.StatusCode != http.StatusOK {
+			log.Printf("skipping %s %s: %s", q.method, q.path, resp.Status)
+			continue
+		}
+		out = append(out, q)
+	}
+	return out
+}
+
+func cveMain(args []string) {
+	fs := flag.NewFlagSet("cve", flag.ExitOnError)
+	base := fs.String("url", "http://127.0.0.1:18080", "base URL of the lookup listener (127.0.0.1 only)")
+	conns := fs.Int("conns", 64, "connections")
+	dur := fs.Duration("duration", 20*time.Second, "duration of each run")
+	pid := fs.Int("pid", 0, "process id of the server, for its RSS")
+	seed := fs.Uint64("seed", 1, "seed of the request mixes")
+	fs.Parse(args)
+	if u, err := url.Parse(*base); err != nil || (u.Hostname() != "127.0.0.1" && u.Hostname() != "localhost") {
+		log.Fatalf("-url %q: want a 127.0.0.1 address", *base)
+	}
+	api := *base + "/api/v1"
+	client := newClient(*conns)
+	rng := rand.New(rand.NewPCG(*seed, 7))
+
+	// The bulk stream first: it lists every id, and is a measurement.
+	bulk := &request{method: "GET", path: "/cve/bulk.jsonl"}
+	bulkReqs := capture(client, api, []*request{bulk})
+	ids := idsOf(bulk.resp)
+	log.Printf("catalog: %d records, bulk stream %.1f MB", len(ids), float64(len(bulk.resp))/1e6)
+	if len(ids) == 0 {
+		log.Fatal("the catalog is empty")
+	}
+
+	var recReqs, listReqs, batchReqs []*request
+	for range 2000 {
+		recReqs = append(recReqs, &request{method: "GET", path: "/cve/" + ids[rng.IntN(len(ids))]})
+	}
+	for _, q := range listQueries(rng, 150) {
+		// Each query, then two pages further by its cursor.
+		path := "/cve?" + q
+		for page := 0; page < 3 && path != ""; page++ {
+			r := &request{method: "GET", path: path}
+			got := capture(client, api, []*request{r})
+			if len(got) == 0 {
+				break
+			}
+			listReqs = append(listReqs, r)
+			var p struct {
+				Next *string `json:"nextCursor"`
+			}
+			json.Unmarshal(r.resp, &p)
+			path = ""
+			if p.Next != nil {
+				path = "/cve?" + q + "&cursor=" + url.QueryEscape(*p.Next)
+			}
+		}
+	}
+	for range 100 {
+		var b struct {
+			IDs []string `json:"ids"`
+		}
+		for range 100 {
+			b.IDs = append(b.IDs, ids[rng.IntN(len(ids))])
+		}
+		body, _ := json.Marshal(b)
+		batchReqs = append(batchReqs, &request{method: "POST", path: "/cve/batch", body: body})
+	}
+	recReqs = capture(client, api, recReqs)
+	batchReqs = capture(client, api, batchReqs)
+
+	all := slices.Concat(recReqs, listReqs, batchReqs, bulkReqs)
+	b := startBare(all)
+	bareAPI := b.addr + "/api/v1"
+
+	fmt.Printf("| work | conns | lookup API req/s | bare handler req/s | ratio | p50 | p99 | bare p99 | errors |\n")
+	fmt.Printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	mix := func(name string, reqs []*request, conns int, d time.Duration) (result, result) {
+		bc := newClient(conns)
+		rb := run(bc, bareAPI, reqs, conns, d, *seed)
+		rc := newClient(conns)
+		ra := run(rc, api, reqs, conns, d, *seed)
+		fmt.Printf("| %s | %d | %.0f | %.0f | %.0f%% | %s | %s | %s | %d |\n", name, conns, ra.rps(), rb.rps(),
+			100*ra.rps()/rb.rps(), ms(ra.p50), ms(ra.p99), ms(rb.p99), ra.errors)
+		return ra, rb
+	}
+	mix(fmt.Sprintf("GET /cve/{id} (%d ids)", len(recReqs)), recReqs, *conns, *dur)
+	mix(fmt.Sprintf("GET /cve?… limit=50 (%d queries)", len(listReqs)), listReqs, *conns, *dur)
+	mix("POST /cve/batch (100 ids)", batchReqs, *conns, *dur)
+	ra, rb := mix("GET /cve/bulk.jsonl", bulkReqs, 1, *dur)
+	fmt.Printf("\nbulk.jsonl: %.1f MB per stream; lookup API %.0f MB/s, bare handler %.0f MB/s (%.0f%%)\n",
+		float64(len(bulk.resp))/1e6, float64(ra.bytes)/1e6/ra.elapsed.Seconds(), float64(rb.bytes)/1e6/rb.elapsed.Seconds(),
+		100*float64(ra.bytes)/ra.elapsed.Seconds()/(float64(rb.bytes)/rb.elapsed.Seconds()))
+	if *pid > 0 {
+		fmt.Printf("serve RSS after the runs: %s, peak %s\n", procStatus(*pid, "VmRSS"), procStatus(*pid, "VmHWM"))
+	}
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/1e6) }
+
+var idRe = regexp.MustCompile(`"cveId":"(CVE-\d+-\d+)"`)
+
+func idsOf(bulk []byte) []string {
+	var ids []string
+	sc := bufio.NewScanner(bytes.NewReader(bulk))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if m := idRe.FindSubmatch(sc.Bytes()); m != nil {
+			ids = append(ids, string(m[1]))
+		}
+	}
+	return ids
+}
+
+// listQueries draws n list queries, limit=50, over every filter and sort.
+func listQueries(rng *rand.Rand, n int) []string {
+	sorts := []string{"", "published", "epss", "cvss", "fix", "kev", "cve"}
+	severities := [][]string{{"CRITICAL"}, {"HIGH"}, {"MEDIUM"}, {"LOW"}, {"CRITICAL", "HIGH"}}
+	words := []string{"remote", "overflow", "linux", "apache", "injection", "windows", "denial", "log4j", "kernel", "memory"}
+	var out []string
+	for range n {
+		v := url.Values{}
+		v.Set("limit", "50")
+		if s := sorts[rng.IntN(len(sorts))]; s != "" {
+			v.Set("sort", s)
+		}
+		if rng.IntN(2) == 0 {
+			v.Set("dir", "asc")
+		}
+		if rng.IntN(3) == 0 {
+			v["severity"] = severities[rng.IntN(len(severities))]
+		}
+		if rng.IntN(4) == 0 {
+			v.Set("kev", strconv.FormatBool(rng.IntN(2) == 0))
+		}
+		if rng.IntN(4) == 0 {
+			v.Set("fix", strconv.FormatBool(rng.IntN(2) == 0))
+		}
+		if rng.IntN(4) == 0 {
+			v.Set("epss_min", []string{"0.1", "0.5", "0.9"}[rng.IntN(3)])
+		}
+		if rng.IntN(4) == 0 {
+			v.Set("year", strconv.Itoa(2005+rng.IntN(21)))
+		}
+		if rng.IntN(6) == 0 {
+			v.Set("q", words[rng.IntN(len(words))])
+		}
+		out = append(out, v.Encode())
+	}
+	return out
+}
+
+func procStatus(pid int, field string) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return "?"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			return fmt.Sprintf("%.0f MB", float64(kb)/1024)
+		}
+	}
+	return "?"
+}
+
+// checkinsMain measures the check-ins the control service answers while a
+// simulated fleet runs, from the request counter of its /metrics.
+func checkinsMain(args []string) {
+	fs := flag.NewFlagSet("checkins", flag.ExitOnError)
+	metrics := fs.String("metrics", "http://127.0.0.1:18081/metrics", "metrics URL of the control listener")
+	agents := fs.Int("agents", 0, "agents of the fleet: the measurement starts once they all enrolled")
+	warmup := fs.Duration("warmup", 3*time.Minute, "longest wait for the fleet to enroll")
+	dur := fs.Duration("duration", 20*time.Second, "measurement window")
+	fs.Parse(args)
+	deadline := time.Now().Add(*warmup)
+	for {
+		ok, other := counter(*metrics, "/agent/v1/enroll")
+		enrolled := ok + other
+		if int(enrolled) >= *agents || time.Now().After(deadline) {
+			log.Printf("fleet: %d agents enrolled", int(enrolled))
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	time.Sleep(2 * time.Second)
+	c0, e0 := counter(*metrics, "/agent/v1/checkin")
+	t0 := time.Now()
+	time.Sleep(*dur)
+	c1, e1 := counter(*metrics, "/agent/v1/checkin")
+	el := time.Since(t0).Seconds()
+	fmt.Printf("check-ins: %.0f/s answered 2xx over %.0fs (%.0f non-200)\n", (c1-c0)/el, el, e1-e0)
+}
+
+var counterRe = regexp.MustCompile(`^patchline_control_requests_total\{code="(\d+)",route="([^"]*)"\} (\S+)`)
+
+// counter sums the requests of routes containing route: answered 2xx, and
+// others.
+func counter(metrics, route string) (ok, other float64) {
+	resp, err := http.Get(metrics)
+	if err != nil {
+		return 0, 0
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		m := counterRe.FindStringSubmatch(sc.Text())
+		if m == nil || !strings.Contains(m[2], route) {
+			continue
+		}
+		v, _ := strconv.ParseFloat(m[3], 64)
+		if m[1][0] == '2' {
+			ok += v
+		} else {
+			other += v
+		}
+	}
+	return ok, other
+}

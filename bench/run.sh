@@ -1,0 +1,118 @@
+#!/bin/sh
+# Runs the full-scale benchmarks and prints their results in Markdown:
+# generate the synthetic feeds (cached by seed and size), ingest them into a
+# new catalog under /usr/bin/time -v, serve it on 127.0.0.1, drive the lookup
+# API and a bare handler with the same requests (bench/load), measure agent
+# check-ins with `patchline sim`, then run the Go benchmarks of the hot paths.
+#
+# Settings (environment): BENCH_DIR (work directory, default
+# /tmp/patchline-bench), SEED (1), CVES (300000), OSV (200000), CONNS (64),
+# DURATION (20s per run), AGENTS (6000 simulated agents at a 1s interval),
+# DATA (the real feed records used as templates, ../shared/data),
+# REUSE_CATALOG=1 (skip the ingest and serve the catalog of the last run).
+set -eu
+
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+BENCH_DIR=${BENCH_DIR:-/tmp/patchline-bench}
+SEED=${SEED:-1}
+CVES=${CVES:-300000}
+OSV=${OSV:-200000}
+CONNS=${CONNS:-64}
+DURATION=${DURATION:-20s}
+AGENTS=${AGENTS:-6000}
+DATA=${DATA:-../shared/data}
+CVE_ADDR=127.0.0.1:18080
+CONTROL_ADDR=127.0.0.1:18081
+
+mkdir -p "$BENCH_DIR"
+OUT="$BENCH_DIR/results.md"
+FEEDS="$BENCH_DIR/feeds-$SEED-$CVES-$OSV"
+PIDS=""
+cleanup() {
+	for p in $PIDS; do kill "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT INT TERM
+
+say() { echo "$@" | tee -a "$OUT"; }
+: >"$OUT"
+
+$GO build -o "$BENCH_DIR/patchline" ./cmd/patchline
+$GO build -o "$BENCH_DIR/load" ./bench/load
+PL="$BENCH_DIR/patchline"
+
+say "# Benchmark run $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+say ""
+say "- machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo); $($GO version)"
+say "- load before: $(uptime | sed 's/.*load average/load average/')"
+say "- catalog: $CVES CVEs, $OSV OSV records, seed $SEED"
+
+if [ ! -f "$FEEDS/.done" ]; then
+	rm -rf "$FEEDS"
+	$GO run ./bench/gen -seed "$SEED" -cves "$CVES" -osv "$OSV" -data "$DATA" -out "$FEEDS"
+	touch "$FEEDS/.done"
+fi
+
+# Ingest.
+if [ "${REUSE_CATALOG:-}" != 1 ]; then
+rm -rf "$BENCH_DIR/data"
+/usr/bin/time -v -o "$BENCH_DIR/ingest.time" "$PL" ingest --data "$BENCH_DIR/data" \
+	cvelist="$FEEDS/cvelist.zip" nvd="$FEEDS/nvd" epss="$FEEDS/epss_scores-2025-02-20.csv.gz" \
+	kev="$FEEDS/known_exploited_vulnerabilities.json" osv="$FEEDS/osv" >"$BENCH_DIR/ingest.log" 2>&1
+fi
+wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {print $2}' "$BENCH_DIR/ingest.time")
+rss=$(awk -F': ' '/Maximum resident set size/ {printf "%.0f MB", $2/1024}' "$BENCH_DIR/ingest.time")
+cpu=$(awk -F': ' '/User time/ {u=$2} /System time/ {s=$2} END {printf "%.0f s", u+s}' "$BENCH_DIR/ingest.time")
+say ""
+say "## Ingest"
+say ""
+say "full ingest: $wall (h:mm:ss) wall, $cpu CPU (user+sys), peak RSS $rss; catalog file $(du -m "$BENCH_DIR/data/catalog.db" | cut -f1) MB"
+say ""
+say '```'
+grep -E '^(cvelist|nvd|epss|kev|osv|catalog):' "$BENCH_DIR/ingest.log" | tee -a "$OUT"
+say '```'
+
+# Serve.
+"$PL" serve --data "$BENCH_DIR/data" --cve-addr "$CVE_ADDR" --control-addr "$CONTROL_ADDR" \
+	--rate-limit off >"$BENCH_DIR/serve.log" 2>&1 &
+SERVE=$!
+PIDS="$SERVE"
+i=0
+until curl -fs "http://$CVE_ADDR/healthz" >/dev/null 2>&1 && curl -fs "http://$CONTROL_ADDR/healthz" >/dev/null 2>&1; do
+	i=$((i + 1))
+	if [ $i -gt 120 ]; then echo "serve did not start" >&2; cat "$BENCH_DIR/serve.log" >&2; exit 1; fi
+	sleep 0.5
+done
+say ""
+say "## Lookup API ($CONNS connections, $DURATION per run)"
+say ""
+say "serve RSS at start: $(awk '/VmRSS/ {printf "%.0f MB", $2/1024}' /proc/$SERVE/status); load: $(uptime | sed 's/.*load average/load average/')"
+say ""
+"$BENCH_DIR/load" cve -url "http://$CVE_ADDR" -conns "$CONNS" -duration "$DURATION" -pid "$SERVE" | tee -a "$OUT"
+
+# Agent check-ins.
+secret=$("$PL" enroll create --data "$BENCH_DIR/data")
+"$PL" sim --server "http://$CONTROL_ADDR" --enroll-secret "$secret" --agents "$AGENTS" --interval 1s \
+	--log-level error >"$BENCH_DIR/sim.log" 2>&1 &
+SIM=$!
+PIDS="$SIM $SERVE"
+say ""
+say "## Agent check-ins ($AGENTS simulated agents, 1 s interval, patchline sim)"
+say ""
+"$BENCH_DIR/load" checkins -metrics "http://$CONTROL_ADDR/metrics" -agents "$AGENTS" -duration "$DURATION" | tee -a "$OUT"
+say "serve RSS after check-ins: $(awk '/VmRSS/ {printf "%.0f MB", $2/1024}' /proc/$SERVE/status); load: $(uptime | sed 's/.*load average/load average/')"
+kill "$SIM" "$SERVE" 2>/dev/null || true
+wait "$SIM" "$SERVE" 2>/dev/null || true
+PIDS=""
+
+# Go benchmarks of the hot paths.
+say ""
+say "## Go benchmarks"
+say ""
+say '```'
+$GO test -run '^$' -bench 'GetRecord|BareHandler|List|Bulk' -benchtime 2s -benchmem ./internal/lookupapi | grep -E '^Benchmark' | tee -a "$OUT"
+$GO test -run '^$' -bench 'CheckIn' -benchtime 5000x ./internal/control/sqlite | grep -E '^Benchmark' | tee -a "$OUT"
+say '```'
+say ""
+say "load after: $(uptime | sed 's/.*load average/load average/')"
+echo "results written to $OUT" >&2
