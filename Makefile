@@ -17,7 +17,7 @@ lint:
 	$(GO) vet ./...
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@sc=$$(command -v staticcheck || echo $$($(GO) env GOPATH)/bin/staticcheck); \
-	if [ -x "$$sc" ]; then $$sc ./...; else echo "staticcheck not installed (go install honnef.co/go/tools/cmd/staticcheck@2026.2.2): skipped"; fi
+	if [ -x "$$sc" ]; then $$sc ./...; else echo "staticcheck not installed (go install honnef.co/go/tools/cmd/staticcheck@v0.8.2): skipped"; fi
 
 # The full-scale benchmarks: synthetic feeds, ingest, the lookup API beside
 # a bare handler, agent check-ins; prints the table of bench/RESULTS.md.
