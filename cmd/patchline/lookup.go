@@ -37,7 +37,10 @@ func (m *Main) openLookup(ctx context.Context) (http.Handler, error) {
 	case rate.N == 0:
 		m.Logger.Info("lookup rate limit is off")
 	case m.Config.Redis != "":
-		rl, err := ratelimit.OpenRedis(ctx, m.Config.Redis, rate, "patchline:lookup:")
+		rl, err := ratelimit.OpenRedis(ctx, m.Config.Redis, rate, ratelimit.RedisOptions{
+			Prefix: "patchline:lookup:",
+			Logger: m.Logger.With("service", "lookup"),
+		})
 		if err != nil {
 			return nil, fmt.Errorf("--redis: %w", err)
 		}
@@ -53,6 +56,23 @@ func (m *Main) openLookup(ctx context.Context) (http.Handler, error) {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	if rl, ok := limiter.(*ratelimit.Redis); ok {
+		reg.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "patchline_ratelimit_shared",
+				Help: "1 while the rate limit is shared through Redis, 0 while this replica falls back to its local limit.",
+			}, func() float64 {
+				if rl.Shared() {
+					return 1
+				}
+				return 0
+			}),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "patchline_ratelimit_fallbacks_total",
+				Help: "Times this replica fell back to its local rate limit because Redis could not be reached.",
+			}, func() float64 { return float64(rl.Fallbacks()) }),
+		)
+	}
 	statusOpt := upstream.StatusOptions{StaleAfter: max(3*m.Config.SyncEvery, 48*time.Hour), Logger: m.Logger}
 	if m.Config.SyncEvery > 0 {
 		// The sources the background sync follows are listed even before

@@ -238,13 +238,13 @@ func TestRedis(t *testing.T) {
 	}
 	ctx := context.Background()
 	prefix := fmt.Sprintf("patchline:test:%d:", time.Now().UnixNano())
-	l, err := OpenRedis(ctx, url, Rate{N: 3, Period: time.Minute}, prefix)
+	l, err := OpenRedis(ctx, url, Rate{N: 3, Period: time.Minute}, RedisOptions{Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
 	// A second replica shares the limit.
-	l2, err := OpenRedis(ctx, url, Rate{N: 3, Period: time.Minute}, prefix)
+	l2, err := OpenRedis(ctx, url, Rate{N: 3, Period: time.Minute}, RedisOptions{Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
