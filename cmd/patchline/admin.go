@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/patchline/patchline/internal/admin"
 	"github.com/patchline/patchline/internal/audit"
+	"github.com/patchline/patchline/internal/control"
 )
 
 func init() {
@@ -21,51 +23,46 @@ func init() {
 }
 
 func runAdmin(ctx context.Context, env *Env, args []string) error {
-	if len(args) == 0 || args[0] != "create" {
-		return errUsage
-	}
-	var c controlFlags
-	var email string
+	return runControlCommand(ctx, env, args, adminCreate())
+}
+
+func adminCreate() controlCommand {
+	var email, password string
 	var passwordStdin bool
-	fs := newFlags("admin create", env)
-	bindControlFlags(fs, &c)
-	fs.StringVar(&email, "email", "", "email address of the administrator (required)")
-	fs.BoolVar(&passwordStdin, "password-stdin", false, "read the password from the first line of standard input")
-	pos, err := parseArgs(fs, env, args[1:])
-	if err != nil {
-		return err
+	return controlCommand{
+		name: "admin create",
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&email, "email", "", "email address of the administrator (required)")
+			fs.BoolVar(&passwordStdin, "password-stdin", false, "read the password from the first line of standard input")
+		},
+		check: func(env *Env) error {
+			if email == "" {
+				return errUsage
+			}
+			if !passwordStdin {
+				return errors.New("pass --password-stdin and the password on standard input: a password on the command line would end up in the shell history and the process list")
+			}
+			var err error
+			if email, err = admin.CheckEmail(email); err != nil {
+				return err
+			}
+			if password, err = readPassword(env.Stdin); err != nil {
+				return err
+			}
+			return admin.CheckPassword(password)
+		},
+		run: func(ctx context.Context, env *Env, store control.Store, _ []string) error {
+			a := &admin.Admin{ID: admin.NewID(), Email: email, PasswordHash: admin.HashPassword(password), CreatedAt: time.Now().UTC()}
+			if err := store.CreateAdmin(ctx, a); err != nil {
+				return err
+			}
+			if err := appendAdminAudit(ctx, store, env, audit.AdminCreated{Email: a.Email}); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Stdout, "created administrator %s\n", a.Email)
+			return nil
+		},
 	}
-	if len(pos) > 0 || email == "" {
-		return errUsage
-	}
-	if !passwordStdin {
-		return errors.New("pass --password-stdin and the password on standard input: a password on the command line would end up in the shell history and the process list")
-	}
-	email, err = admin.CheckEmail(email)
-	if err != nil {
-		return err
-	}
-	password, err := readPassword(env.Stdin)
-	if err != nil {
-		return err
-	}
-	if err := admin.CheckPassword(password); err != nil {
-		return err
-	}
-	store, err := c.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	a := &admin.Admin{ID: admin.NewID(), Email: email, PasswordHash: admin.HashPassword(password), CreatedAt: time.Now().UTC()}
-	if err := store.CreateAdmin(ctx, a); err != nil {
-		return err
-	}
-	if err := appendAdminAudit(ctx, store, env, audit.AdminCreated{Email: a.Email}); err != nil {
-		return err
-	}
-	fmt.Fprintf(env.Stdout, "created administrator %s\n", a.Email)
-	return nil
 }
 
 // readPassword reads the first line of r, without its line ending.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/patchline/patchline/internal/audit"
+	"github.com/patchline/patchline/internal/control"
 )
 
 func init() {
@@ -16,31 +17,20 @@ func init() {
 }
 
 func runAudit(ctx context.Context, env *Env, args []string) error {
-	if len(args) == 0 || args[0] != "verify" {
-		return errUsage
-	}
-	var c controlFlags
-	fs := newFlags("audit verify", env)
-	bindControlFlags(fs, &c)
-	pos, err := parseArgs(fs, env, args[1:])
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return errUsage
-	}
-	store, err := c.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	res, err := audit.Verify(ctx, store)
-	if err != nil {
-		return err
-	}
-	if res.Broken != nil {
-		return fmt.Errorf("the audit log is broken at entry %d: %s (the %d entries before it verify)", res.Broken.ID, res.Broken.Reason, res.Entries)
-	}
-	fmt.Fprintf(env.Stdout, "audit log verified: %d entries, chain intact, head %s\n", res.Entries, hex.EncodeToString(res.Head))
-	return nil
+	return runControlCommand(ctx, env, args, auditVerify)
+}
+
+var auditVerify = controlCommand{
+	name: "audit verify",
+	run: func(ctx context.Context, env *Env, store control.Store, _ []string) error {
+		res, err := audit.Verify(ctx, store)
+		if err != nil {
+			return err
+		}
+		if res.Broken != nil {
+			return fmt.Errorf("the audit log is broken at entry %d: %s (the %d entries before it verify)", res.Broken.ID, res.Broken.Reason, res.Entries)
+		}
+		fmt.Fprintf(env.Stdout, "audit log verified: %d entries, chain intact, head %s\n", res.Entries, hex.EncodeToString(res.Head))
+		return nil
+	},
 }

@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/netip"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -19,11 +19,14 @@ import (
 
 	"github.com/patchline/patchline/internal/audit"
 	"github.com/patchline/patchline/internal/console"
+	"github.com/patchline/patchline/internal/control"
+	controlpg "github.com/patchline/patchline/internal/control/postgres"
 	"github.com/patchline/patchline/internal/control/sqlite"
 	"github.com/patchline/patchline/internal/controlapi"
 	"github.com/patchline/patchline/internal/exposure"
 	"github.com/patchline/patchline/internal/httpx"
 	"github.com/patchline/patchline/internal/ratelimit"
+	"github.com/patchline/patchline/internal/sqlitedb"
 )
 
 // openControl opens the control store and returns the handler of the
@@ -103,7 +106,7 @@ func (m *Main) openControl(ctx context.Context) (http.Handler, error) {
 
 // expireCommands moves commands past their expiry to expired, every
 // minute, until ctx is done.
-func expireCommands(ctx context.Context, store *sqlite.Store, logger *slog.Logger) {
+func expireCommands(ctx context.Context, store control.Store, logger *slog.Logger) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
 	for {
@@ -122,15 +125,20 @@ func expireCommands(ctx context.Context, store *sqlite.Store, logger *slog.Logge
 	}
 }
 
-// openControlStore opens the control store of a DSN: a file path or
-// sqlite:PATH. PostgreSQL is refused with a clear message for now.
-func openControlStore(ctx context.Context, dsn string) (*sqlite.Store, error) {
-	path := dsn
-	switch {
-	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		return nil, errors.New("control store: PostgreSQL is not supported yet; use a file path or sqlite:PATH")
-	case strings.HasPrefix(dsn, "sqlite:"):
-		path = strings.TrimPrefix(dsn, "sqlite:")
+// openControlStore opens the control store of a DSN: PostgreSQL for a
+// postgres:// or postgresql:// URL, else SQLite for a file path or
+// sqlite:PATH.
+func openControlStore(ctx context.Context, dsn string) (control.Store, error) {
+	if controlpg.IsDSN(dsn) {
+		s, err := controlpg.Open(ctx, dsn)
+		if err != nil {
+			return nil, fmt.Errorf("control store %s: %w", redactDSN(dsn), err)
+		}
+		return s, nil
+	}
+	path, ok := sqlitedb.PathOf(dsn)
+	if !ok {
+		return nil, fmt.Errorf("control store DSN %q: want a file path, sqlite:PATH or postgres://…", dsn)
 	}
 	return sqlite.Open(ctx, path)
 }
@@ -143,16 +151,71 @@ type controlFlags struct {
 
 func bindControlFlags(fs *flag.FlagSet, c *controlFlags) {
 	fs.StringVar(&c.data, "data", "./patchline-data", "directory of the embedded databases")
-	fs.StringVar(&c.controlDB, "control-db", "", "control store DSN: a file path or sqlite:PATH (default DATA/control.db)")
+	fs.StringVar(&c.controlDB, "control-db", "", "control store DSN: a file path, sqlite:PATH or postgres://… (default DATA/control.db)")
 }
 
-// open opens the control store the flags name, with serve's defaults.
-func (c *controlFlags) open(ctx context.Context) (*sqlite.Store, error) {
-	cfg := ServeConfig{Data: c.data, ControlDB: c.controlDB, CVEAddr: "127.0.0.1:8080", ControlAddr: "127.0.0.1:8081"}
-	if err := cfg.Validate(); err != nil {
-		return nil, err
+// open opens the control store the flags name, by default the one serve
+// opens in the data directory.
+func (c *controlFlags) open(ctx context.Context) (control.Store, error) {
+	dsn := c.controlDB
+	if dsn == "" {
+		dsn = "sqlite:" + filepath.Join(c.data, "control.db")
 	}
-	return openControlStore(ctx, cfg.ControlDB)
+	return openControlStore(ctx, dsn)
+}
+
+// controlCommand is a subcommand of keys, enroll, admin or audit: it
+// parses the control flags and its own, opens the control store and runs.
+type controlCommand struct {
+	name string // "keys revoke"
+	// args is how many positional arguments it takes.
+	args int
+	// flags binds its own flags, when it has some.
+	flags func(fs *flag.FlagSet)
+	// check, when set, checks the flags before the store is opened.
+	check func(env *Env) error
+	run   func(ctx context.Context, env *Env, store control.Store, pos []string) error
+}
+
+// exec parses args and runs c on the control store they name.
+func (c controlCommand) exec(ctx context.Context, env *Env, args []string) error {
+	var cf controlFlags
+	fs := newFlags(c.name, env)
+	bindControlFlags(fs, &cf)
+	if c.flags != nil {
+		c.flags(fs)
+	}
+	pos, err := parseArgs(fs, env, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != c.args {
+		return errUsage
+	}
+	if c.check != nil {
+		if err := c.check(env); err != nil {
+			return err
+		}
+	}
+	store, err := cf.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	return c.run(ctx, env, store, pos)
+}
+
+// runControlCommand runs the subcommand args[0] of cmds.
+func runControlCommand(ctx context.Context, env *Env, args []string, cmds ...controlCommand) error {
+	if len(args) == 0 {
+		return errUsage
+	}
+	for _, c := range cmds {
+		if _, sub, _ := strings.Cut(c.name, " "); sub == args[0] {
+			return c.exec(ctx, env, args[1:])
+		}
+	}
+	return errUsage
 }
 
 // parseArgs parses flags and positional arguments in any order: flags may

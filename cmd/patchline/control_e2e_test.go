@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"database/sql"
 	"encoding/base64"
@@ -11,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -485,23 +483,5 @@ func TestControlEndToEnd(t *testing.T) {
 	r := controlCLI(t, "", append([]string{"audit", "verify"}, d...)...)
 	if r.Code != 1 || !strings.Contains(r.Stderr, fmt.Sprintf("entry %d:", tamperID)) {
 		t.Errorf("audit verify after tampering with entry %d: exit %d\n%s%s", tamperID, r.Code, r.Stdout, r.Stderr)
-	}
-}
-
-func TestControlStoreDSN(t *testing.T) {
-	ctx := context.Background()
-	if _, err := openControlStore(ctx, "postgres://localhost/patchline"); err == nil || !strings.Contains(err.Error(), "not supported yet") {
-		t.Errorf("postgres DSN: %v", err)
-	}
-	dir := t.TempDir()
-	for _, dsn := range []string{filepath.Join(dir, "a", "control.db"), "sqlite:" + filepath.Join(dir, "b", "control.db")} {
-		s, err := openControlStore(ctx, dsn)
-		if err != nil {
-			t.Fatalf("open %s: %v", dsn, err)
-		}
-		s.Close()
-	}
-	if _, err := os.Stat(filepath.Join(dir, "b", "control.db")); err != nil {
-		t.Errorf("sqlite: DSN did not create its file: %v", err)
 	}
 }

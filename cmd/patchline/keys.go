@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"text/tabwriter"
 	"time"
 
 	"github.com/patchline/patchline/internal/apikey"
 	"github.com/patchline/patchline/internal/audit"
+	"github.com/patchline/patchline/internal/control"
 )
 
 func init() {
@@ -18,131 +20,95 @@ func init() {
 }
 
 func runKeys(ctx context.Context, env *Env, args []string) error {
-	if len(args) == 0 {
-		return errUsage
-	}
-	switch args[0] {
-	case "create":
-		return runKeysCreate(ctx, env, args[1:])
-	case "list":
-		return runKeysList(ctx, env, args[1:])
-	case "revoke":
-		return runKeysRevoke(ctx, env, args[1:])
-	}
-	return errUsage
+	return runControlCommand(ctx, env, args, keysCreate(), keysList, keysRevoke)
 }
 
-func runKeysCreate(ctx context.Context, env *Env, args []string) error {
-	var c controlFlags
+func keysCreate() controlCommand {
 	var name, expires string
 	var privileged bool
-	fs := newFlags("keys create", env)
-	bindControlFlags(fs, &c)
-	fs.StringVar(&name, "name", "", "what the key is for (required)")
-	fs.BoolVar(&privileged, "privileged", false, "allow the privileged operations (needs --expires)")
-	fs.StringVar(&expires, "expires", "", fmt.Sprintf("lifetime, e.g. 720h or 30d (required with --privileged, at most %s)", apikey.FormatLifetime(apikey.MaxPrivilegedLifetime)))
-	pos, err := parseArgs(fs, env, args)
-	if err != nil {
-		return err
+	var full string
+	var k *apikey.Key
+	return controlCommand{
+		name: "keys create",
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&name, "name", "", "what the key is for (required)")
+			fs.BoolVar(&privileged, "privileged", false, "allow the privileged operations (needs --expires)")
+			fs.StringVar(&expires, "expires", "", fmt.Sprintf("lifetime, e.g. 720h or 30d (required with --privileged, at most %s)", apikey.FormatLifetime(apikey.MaxPrivilegedLifetime)))
+		},
+		check: func(env *Env) error {
+			if name == "" {
+				return errUsage
+			}
+			if privileged && expires == "" {
+				return fmt.Errorf("a privileged key needs --expires (at most %s)", apikey.FormatLifetime(apikey.MaxPrivilegedLifetime))
+			}
+			now := time.Now()
+			p := apikey.Params{Name: name, CreatedBy: cliActor(env), Privileged: privileged}
+			if expires != "" {
+				d, err := parseLifetime(expires)
+				if err != nil {
+					return fmt.Errorf("--expires %w", err)
+				}
+				t := now.Add(d)
+				p.ExpiresAt = &t
+			}
+			var err error
+			full, k, err = apikey.New(p, now)
+			return err
+		},
+		run: func(ctx context.Context, env *Env, store control.Store, _ []string) error {
+			if err := store.CreateKey(ctx, k); err != nil {
+				return err
+			}
+			if err := appendAdminAudit(ctx, store, env, audit.KeyCreated{KeyID: k.ID, Name: k.Name, Privileged: k.Privileged, ExpiresAt: k.ExpiresAt}); err != nil {
+				return err
+			}
+			kind := "key"
+			if k.Privileged {
+				kind = "privileged key"
+			}
+			fmt.Fprintf(env.Stderr, "created %s %s (%q), expires %s.\nThis is the only time the full key is shown: store it now.\n",
+				kind, k.ID, k.Name, formatOptionalTime(k.ExpiresAt))
+			fmt.Fprintln(env.Stdout, full)
+			return nil
+		},
 	}
-	if len(pos) > 0 || name == "" {
-		return errUsage
-	}
-	if privileged && expires == "" {
-		return fmt.Errorf("a privileged key needs --expires (at most %s)", apikey.FormatLifetime(apikey.MaxPrivilegedLifetime))
-	}
-	now := time.Now()
-	p := apikey.Params{Name: name, CreatedBy: cliActor(env), Privileged: privileged}
-	if expires != "" {
-		d, err := parseLifetime(expires)
+}
+
+var keysList = controlCommand{
+	name: "keys list",
+	run: func(ctx context.Context, env *Env, store control.Store, _ []string) error {
+		keys, err := store.FindKeys(ctx, apikey.KeyFilter{})
 		if err != nil {
-			return fmt.Errorf("--expires %w", err)
+			return err
 		}
-		t := now.Add(d)
-		p.ExpiresAt = &t
-	}
-	full, k, err := apikey.New(p, now)
-	if err != nil {
-		return err
-	}
-	store, err := c.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	if err := store.CreateKey(ctx, k); err != nil {
-		return err
-	}
-	if err := appendAdminAudit(ctx, store, env, audit.KeyCreated{KeyID: k.ID, Name: k.Name, Privileged: k.Privileged, ExpiresAt: k.ExpiresAt}); err != nil {
-		return err
-	}
-	kind := "key"
-	if k.Privileged {
-		kind = "privileged key"
-	}
-	fmt.Fprintf(env.Stderr, "created %s %s (%q), expires %s.\nThis is the only time the full key is shown: store it now.\n",
-		kind, k.ID, k.Name, formatOptionalTime(k.ExpiresAt))
-	fmt.Fprintln(env.Stdout, full)
-	return nil
+		now := time.Now()
+		tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "KEY ID\tNAME\tPRIVILEGED\tSTATE\tCREATED BY\tCREATED\tLAST USED\tEXPIRES")
+		for _, k := range keys {
+			priv := "no"
+			if k.Privileged {
+				priv = "yes"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, priv, k.State(now), k.CreatedBy,
+				formatOptionalTime(&k.CreatedAt), formatOptionalTime(k.LastUsedAt), formatOptionalTime(k.ExpiresAt))
+		}
+		return tw.Flush()
+	},
 }
 
-func runKeysList(ctx context.Context, env *Env, args []string) error {
-	var c controlFlags
-	fs := newFlags("keys list", env)
-	bindControlFlags(fs, &c)
-	pos, err := parseArgs(fs, env, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return errUsage
-	}
-	store, err := c.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	keys, err := store.FindKeys(ctx, apikey.KeyFilter{})
-	if err != nil {
-		return err
-	}
-	now := time.Now()
-	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY ID\tNAME\tPRIVILEGED\tSTATE\tCREATED BY\tCREATED\tLAST USED\tEXPIRES")
-	for _, k := range keys {
-		priv := "no"
-		if k.Privileged {
-			priv = "yes"
+var keysRevoke = controlCommand{
+	name: "keys revoke",
+	args: 1,
+	run: func(ctx context.Context, env *Env, store control.Store, pos []string) error {
+		k, err := store.RevokeKey(ctx, pos[0], time.Now())
+		if err != nil {
+			return err
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, priv, k.State(now), k.CreatedBy,
-			formatOptionalTime(&k.CreatedAt), formatOptionalTime(k.LastUsedAt), formatOptionalTime(k.ExpiresAt))
-	}
-	return tw.Flush()
-}
-
-func runKeysRevoke(ctx context.Context, env *Env, args []string) error {
-	var c controlFlags
-	fs := newFlags("keys revoke", env)
-	bindControlFlags(fs, &c)
-	pos, err := parseArgs(fs, env, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return errUsage
-	}
-	store, err := c.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	k, err := store.RevokeKey(ctx, pos[0], time.Now())
-	if err != nil {
-		return err
-	}
-	if err := appendAdminAudit(ctx, store, env, audit.KeyRevoked{KeyID: k.ID}); err != nil {
-		return err
-	}
-	fmt.Fprintf(env.Stdout, "revoked %s (%q); requests with it now get 401\n", k.ID, k.Name)
-	return nil
+		if err := appendAdminAudit(ctx, store, env, audit.KeyRevoked{KeyID: k.ID}); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "revoked %s (%q); requests with it now get 401\n", k.ID, k.Name)
+		return nil
+	},
 }

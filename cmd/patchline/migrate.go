@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -14,6 +13,7 @@ import (
 	"github.com/patchline/patchline/internal/catalog"
 	"github.com/patchline/patchline/internal/catalog/postgres"
 	"github.com/patchline/patchline/internal/catalog/sqlite"
+	"github.com/patchline/patchline/internal/control"
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/sqlitedb"
 )
@@ -42,7 +42,7 @@ func runMigrate(ctx context.Context, env *Env, args []string) error {
 	fs.Usage = func() {
 		fmt.Fprintf(env.Stderr, "usage: patchline migrate %s\n\n", commands["migrate"].usage)
 		fmt.Fprintln(env.Stderr, "Copies a store from one backend to another, SQLite to PostgreSQL or back.")
-		fmt.Fprintln(env.Stderr, "Stop ingest and sync on the source while it runs.\n\nflags:")
+		fmt.Fprintln(env.Stderr, "Stop ingest and sync (catalog) or serve (control) on the source while it runs.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, env, args); err != nil {
@@ -61,10 +61,37 @@ func runMigrate(ctx context.Context, env *Env, args []string) error {
 	return migrate(ctx, env, from, to)
 }
 
-// migrateControl would copy the control store; it has no PostgreSQL backend
-// yet, so there is nothing to copy it to.
+// migrateControl copies the control store at from into the empty control
+// store at to (see control.Copy): every table, ids, digests, hashes and
+// times as they are, in one transaction of the target, so that the audit
+// chain verifies and keys and agent credentials authenticate on the copy.
 func migrateControl(ctx context.Context, env *Env, from, to string) error {
-	return errors.New("the control store cannot be migrated yet: it has no PostgreSQL backend so far (--store catalog copies the catalog)")
+	if path, ok := sqlitedb.PathOf(from); ok && !postgres.IsDSN(from) {
+		if _, err := os.Stat(path); err != nil {
+			return fmt.Errorf("source control store: %w", err)
+		}
+	}
+	start := time.Now()
+	src, err := openControlStore(ctx, from)
+	if err != nil {
+		return fmt.Errorf("open source control store: %w", err)
+	}
+	defer src.Close()
+	dst, err := openControlStore(ctx, to)
+	if err != nil {
+		return fmt.Errorf("open target control store: %w", err)
+	}
+	defer dst.Close()
+	counts, err := control.Copy(ctx, src, dst)
+	if err != nil {
+		return fmt.Errorf("target control store %s: %w", redactDSN(to), err)
+	}
+	fmt.Fprintf(env.Stdout, "control store copied from %s to %s in %.1fs\n", redactDSN(from), redactDSN(to), time.Since(start).Seconds())
+	for _, t := range control.Tables {
+		fmt.Fprintf(env.Stdout, "%s: %d\n", t.Name, counts[t.Name])
+	}
+	fmt.Fprintln(env.Stdout, "audit log verified")
+	return nil
 }
 
 // migrateCatalog copies the catalog at from into the empty catalog at to:

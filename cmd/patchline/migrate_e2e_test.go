@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -131,7 +132,7 @@ func TestEndToEndMigrateRefusals(t *testing.T) {
 		{"no source", []string{"migrate", "--from", filepath.Join(dir, "missing.db"), "--to", filepath.Join(dir, "to.db")}, 1, "missing.db"},
 		{"same store", []string{"migrate", "--from", "a.db", "--to", "a.db"}, 1, "same store"},
 		{"unknown store", []string{"migrate", "--store", "agents", "--from", "a.db", "--to", "b.db"}, 1, "want catalog or control"},
-		{"control", []string{"migrate", "--store", "control", "--from", "sqlite:control.db", "--to", "postgres://u@127.0.0.1/x"}, 1, "control store cannot be migrated yet"},
+		{"no control store", []string{"migrate", "--store", "control", "--from", "sqlite:" + filepath.Join(dir, "missing", "control.db"), "--to", filepath.Join(dir, "to.db")}, 1, "source control store"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -227,5 +228,94 @@ func TestEndToEndKilledIngestKeepsPostgresCatalog(t *testing.T) {
 	}
 	if strings.Contains(s.Log(), "loading the bundled sample") {
 		t.Error("the catalog looked empty after a killed run")
+	}
+}
+
+// TestEndToEndMigrateControlPostgres fills a SQLite control store through
+// the command line and the control service, copies it to PostgreSQL and
+// back to a new SQLite file, and serves each copy: the audit chain verifies,
+// the API key and the agent credential authenticate, and the queued
+// command is delivered once.
+func TestEndToEndMigrateControlPostgres(t *testing.T) {
+	pg := pgtest.NewDatabase(t)
+	data := t.TempDir()
+	d := []string{"--data", data}
+	if r := controlCLI(t, "a long enough password\n", append([]string{"admin", "create", "--email", "ops@example.com", "--password-stdin"}, d...)...); r.Code != 0 {
+		t.Fatalf("admin create: exit %d: %s", r.Code, r.Stderr)
+	}
+	key := mustControlCLI(t, append([]string{"keys", "create", "--name", "ci"}, d...)...)
+	revoked := mustControlCLI(t, append([]string{"keys", "create", "--name", "gone"}, d...)...)
+	mustControlCLI(t, append([]string{"keys", "revoke", controlKeyID(revoked)}, d...)...)
+	secret := mustControlCLI(t, append([]string{"enroll", "create", "--expires", "1h"}, d...)...)
+
+	env := []string{"PATCHLINE_CONTROL_DB=", "PATCHLINE_CATALOG_DB="}
+	srv := startServe(t, data, env)
+	c := &controlClient{t: t, base: srv.ControlURL, http: &http.Client{Timeout: 30 * time.Second}}
+	checkIn := map[string]any{
+		"capability": 1, "hostname": "mig-01",
+		"os": map[string]string{"platform": "windows", "name": "Windows 11 Pro", "version": "23H2", "build": "22631"},
+	}
+	enroll := map[string]any{"enrollSecret": secret}
+	for k, v := range checkIn {
+		enroll[k] = v
+	}
+	status, body := c.raw("POST", "/agent/v1/enroll", "", "", enroll)
+	var agent struct{ AgentID, Credential string }
+	c.expect("enroll", status, body, http.StatusCreated, &agent)
+	status, body = c.raw("POST", "/agent/v1/checkin", "", agent.Credential, checkIn)
+	c.expect("check in", status, body, http.StatusOK, nil)
+	status, body = c.call("POST", "/api/agents/"+agent.AgentID+"/collect-logs", key, controlKeyID(key), nil)
+	var cmd struct{ ID string }
+	c.expect("collect logs", status, body, http.StatusAccepted, &cmd)
+	srv.Stop(t)
+	lite := "sqlite:" + filepath.Join(data, "control.db")
+
+	res := runCLI(t, "", nil, "migrate", "--store", "control", "--from", lite, "--to", pg)
+	if res.Code != 0 {
+		t.Fatalf("migrate to PostgreSQL: exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
+	}
+	for _, want := range []string{"control store copied from", "agents: 1", "api_keys: 2", "audit log verified"} {
+		if !strings.Contains(res.Stdout, want) {
+			t.Errorf("migrate printed no %q:\n%s", want, res.Stdout)
+		}
+	}
+	res = runCLI(t, "", nil, "migrate", "--store", "control", "--from", lite, "--to", pg)
+	if res.Code != 1 || !strings.Contains(res.Stderr, "not empty") {
+		t.Errorf("migrate into a full control store: exit %d\n%s", res.Code, res.Stderr)
+	}
+	back := "sqlite:" + filepath.Join(t.TempDir(), "back", "control.db")
+	res = runCLI(t, "", nil, "migrate", "--store", "control", "--from", pg, "--to", back)
+	if res.Code != 0 {
+		t.Fatalf("migrate back to SQLite: exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
+	}
+
+	for _, dsn := range []string{pg, back} {
+		if out := mustControlCLI(t, "audit", "verify", "--control-db", dsn); !strings.Contains(out, "chain intact") {
+			t.Errorf("audit verify of %s: %s", dsn, out)
+		}
+		s := startServe(t, "", env, "--control-db", dsn)
+		c := &controlClient{t: t, base: s.ControlURL, http: &http.Client{Timeout: 30 * time.Second}}
+		status, body := c.call("GET", "/api/agents/"+agent.AgentID, key, controlKeyID(key), nil)
+		c.expect("the agent through the copied key", status, body, http.StatusOK, nil)
+		status, body = c.call("GET", "/api/agents", revoked, controlKeyID(revoked), nil)
+		c.expect("the revoked key", status, body, http.StatusUnauthorized, nil)
+		status, body = c.raw("POST", "/agent/v1/checkin", "", agent.Credential, checkIn)
+		var got struct {
+			Commands []struct{ ID string } `json:"commands"`
+		}
+		c.expect("check in with the copied credential", status, body, http.StatusOK, &got)
+		if len(got.Commands) != 1 || got.Commands[0].ID != cmd.ID {
+			t.Errorf("check-in on %s delivered %+v, want command %s", dsn, got.Commands, cmd.ID)
+		}
+		status, body = c.raw("POST", "/agent/v1/checkin", "", agent.Credential, checkIn)
+		got.Commands = nil
+		c.expect("second check-in", status, body, http.StatusOK, &got)
+		if len(got.Commands) != 0 {
+			t.Errorf("the second check-in on %s delivered %+v again", dsn, got.Commands)
+		}
+		s.Stop(t)
+		if out := mustControlCLI(t, "audit", "verify", "--control-db", dsn); !strings.Contains(out, "chain intact") {
+			t.Errorf("audit verify of %s after serving: %s", dsn, out)
+		}
 	}
 }

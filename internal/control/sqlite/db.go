@@ -30,6 +30,7 @@ import (
 	"github.com/patchline/patchline/internal/admin"
 	"github.com/patchline/patchline/internal/apikey"
 	"github.com/patchline/patchline/internal/audit"
+	"github.com/patchline/patchline/internal/control"
 	"github.com/patchline/patchline/internal/device"
 	"github.com/patchline/patchline/internal/errs"
 )
@@ -62,6 +63,7 @@ var (
 	_ apikey.KeyStore          = (*Store)(nil)
 	_ admin.Store              = (*Store)(nil)
 	_ audit.Log                = (*Store)(nil)
+	_ control.Store            = (*Store)(nil)
 )
 
 // Open opens (creating it and its directory when needed) the database file

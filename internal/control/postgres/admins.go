@@ -1,0 +1,263 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/patchline/patchline/internal/admin"
+	"github.com/patchline/patchline/internal/errs"
+)
+
+const adminColumns = `id, email, password_hash, created_at, last_login_at`
+
+// CreateAdmin implements admin.Store.
+func (s *Store) CreateAdmin(ctx context.Context, a *admin.Admin) error {
+	err := s.write(ctx, func(tx pgx.Tx) error {
+		return insertAdmin(ctx, tx, a)
+	})
+	if _, ok := isUnique(err); ok {
+		return errs.Conflictf("an administrator with email %s exists", a.Email)
+	}
+	if err != nil {
+		return fmt.Errorf("create admin %s: %w", a.Email, err)
+	}
+	return nil
+}
+
+func insertAdmin(ctx context.Context, tx pgx.Tx, a *admin.Admin) error {
+	_, err := tx.Exec(ctx, `INSERT INTO admins (`+adminColumns+`) VALUES ($1, $2, $3, $4, $5)`,
+		a.ID, pgText(a.Email), a.PasswordHash, ms(a.CreatedAt), msPtr(a.LastLoginAt))
+	return err
+}
+
+// FindAdminByEmail implements admin.Store. Email addresses compare without
+// regard to ASCII case.
+func (s *Store) FindAdminByEmail(ctx context.Context, email string) (*admin.Admin, error) {
+	a, err := scanAdmin(s.pool.QueryRow(ctx, `SELECT `+adminColumns+` FROM admins WHERE lower(email) = lower($1)`, pgText(email)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, errs.NotFoundf("no administrator with email %s", email)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find admin %s: %w", email, err)
+	}
+	return a, nil
+}
+
+// FindAdmins implements admin.Store.
+func (s *Store) FindAdmins(ctx context.Context) ([]*admin.Admin, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+adminColumns+` FROM admins ORDER BY created_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("find admins: %w", err)
+	}
+	defer rows.Close()
+	var out []*admin.Admin
+	for rows.Next() {
+		a, err := scanAdmin(rows)
+		if err != nil {
+			return nil, fmt.Errorf("find admins: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("find admins: %w", err)
+	}
+	return out, nil
+}
+
+// RecordAdminLogin implements admin.Store.
+func (s *Store) RecordAdminLogin(ctx context.Context, id string, at time.Time) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE admins SET last_login_at = $1 WHERE id = $2`, ms(at), pgText(id))
+	if err != nil {
+		return fmt.Errorf("record admin login %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return notFound("administrator", id)
+	}
+	return nil
+}
+
+// CreateFirstAdmin implements admin.FirstAdminCreator. An advisory lock
+// keeps two first-run setups, on any replicas, from both seeing no
+// administrator.
+func (s *Store) CreateFirstAdmin(ctx context.Context, a *admin.Admin) error {
+	err := s.write(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, firstAdminLock); err != nil {
+			return err
+		}
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM admins`).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return errs.Conflictf("an administrator exists already: sign in")
+		}
+		return insertAdmin(ctx, tx, a)
+	})
+	if err != nil {
+		return fmt.Errorf("create first admin %s: %w", a.Email, err)
+	}
+	return nil
+}
+
+func scanAdmin(row scanner) (*admin.Admin, error) {
+	var a admin.Admin
+	var created int64
+	var lastLogin *int64
+	if err := row.Scan(&a.ID, &a.Email, &a.PasswordHash, &created, &lastLogin); err != nil {
+		return nil, err
+	}
+	a.CreatedAt = fromMS(created)
+	a.LastLoginAt = fromNullMS(lastLogin)
+	return &a, nil
+}
+
+const sessionColumns = `s.id_hash, s.admin_id, a.email, s.created_at, s.last_seen_at, s.expires_at, s.reauth_at, s.client_address, s.user_agent`
+
+// CreateSession implements admin.SessionStore.
+func (s *Store) CreateSession(ctx context.Context, sess *admin.Session) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO admin_sessions
+		(id_hash, admin_id, created_at, last_seen_at, expires_at, reauth_at, client_address, user_agent)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		sess.IDHash, pgText(sess.AdminID), ms(sess.CreatedAt), ms(sess.LastSeenAt), ms(sess.ExpiresAt),
+		msPtr(sess.ReauthAt), pgText(sess.ClientAddress), pgText(sess.UserAgent))
+	if err != nil {
+		return fmt.Errorf("create session of %s: %w", sess.AdminID, err)
+	}
+	return nil
+}
+
+// FindSession implements admin.SessionStore. It reads the database every
+// time: a session ended on one replica ends on all.
+func (s *Store) FindSession(ctx context.Context, idHash []byte) (*admin.Session, error) {
+	row := s.pool.QueryRow(ctx, `SELECT `+sessionColumns+`
+		FROM admin_sessions s JOIN admins a ON a.id = s.admin_id
+		WHERE s.id_hash = $1`, idHash)
+	var sess admin.Session
+	var created, lastSeen, expires int64
+	var reauth *int64
+	err := row.Scan(&sess.IDHash, &sess.AdminID, &sess.AdminEmail, &created, &lastSeen, &expires, &reauth,
+		&sess.ClientAddress, &sess.UserAgent)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, errs.NotFoundf("no such session")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find session: %w", err)
+	}
+	sess.CreatedAt = fromMS(created)
+	sess.LastSeenAt = fromMS(lastSeen)
+	sess.ExpiresAt = fromMS(expires)
+	sess.ReauthAt = fromNullMS(reauth)
+	return &sess, nil
+}
+
+// TouchSession implements admin.SessionStore. Activity never moves
+// backwards.
+func (s *Store) TouchSession(ctx context.Context, idHash []byte, at time.Time) error {
+	_, err := s.pool.Exec(ctx, `UPDATE admin_sessions SET last_seen_at = $1 WHERE id_hash = $2 AND last_seen_at < $1`,
+		ms(at), idHash)
+	if err != nil {
+		return fmt.Errorf("touch session: %w", err)
+	}
+	return nil
+}
+
+// RecordReauth implements admin.SessionStore.
+func (s *Store) RecordReauth(ctx context.Context, idHash []byte, at time.Time) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE admin_sessions SET reauth_at = $1, last_seen_at = greatest(last_seen_at, $1) WHERE id_hash = $2`,
+		ms(at), idHash)
+	if err != nil {
+		return fmt.Errorf("record re-authentication: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return errs.NotFoundf("no such session")
+	}
+	return nil
+}
+
+// DeleteSession implements admin.SessionStore.
+func (s *Store) DeleteSession(ctx context.Context, idHash []byte) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM admin_sessions WHERE id_hash = $1`, idHash); err != nil {
+		return fmt.Errorf("delete session: %w", err)
+	}
+	return nil
+}
+
+// DeleteExpiredSessions implements admin.SessionStore.
+func (s *Store) DeleteExpiredSessions(ctx context.Context, now, idleBefore time.Time) (int, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM admin_sessions WHERE expires_at <= $1 OR last_seen_at <= $2`,
+		ms(now), ms(idleBefore))
+	if err != nil {
+		return 0, fmt.Errorf("delete expired sessions: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// SetTOTP implements admin.TOTPStore.
+func (s *Store) SetTOTP(ctx context.Context, t *admin.TOTP) error {
+	return s.write(ctx, func(tx pgx.Tx) error {
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM admins WHERE id = $1`, pgText(t.AdminID)).Scan(&n); err != nil {
+			return fmt.Errorf("set totp of %s: %w", t.AdminID, err)
+		}
+		if n == 0 {
+			return notFound("administrator", t.AdminID)
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO admin_totp (admin_id, secret, enabled_at, last_step) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (admin_id) DO UPDATE SET secret = excluded.secret, enabled_at = excluded.enabled_at, last_step = excluded.last_step`,
+			t.AdminID, pgText(t.Secret), ms(t.EnabledAt), t.LastStep)
+		if err != nil {
+			return fmt.Errorf("set totp of %s: %w", t.AdminID, err)
+		}
+		return nil
+	})
+}
+
+// FindTOTP implements admin.TOTPStore.
+func (s *Store) FindTOTP(ctx context.Context, adminID string) (*admin.TOTP, error) {
+	t := admin.TOTP{AdminID: adminID}
+	var enabled int64
+	err := s.pool.QueryRow(ctx, `SELECT secret, enabled_at, last_step FROM admin_totp WHERE admin_id = $1`, pgText(adminID)).
+		Scan(&t.Secret, &enabled, &t.LastStep)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, errs.NotFoundf("administrator %s has no TOTP enrollment", adminID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find totp of %s: %w", adminID, err)
+	}
+	t.EnabledAt = fromMS(enabled)
+	return &t, nil
+}
+
+// UseTOTPStep implements admin.TOTPStore. The conditional UPDATE is
+// atomic: of two replicas given the same code, one accepts it.
+func (s *Store) UseTOTPStep(ctx context.Context, adminID string, step int64) error {
+	return s.write(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE admin_totp SET last_step = $1 WHERE admin_id = $2 AND last_step < $1`, step, pgText(adminID))
+		if err != nil {
+			return fmt.Errorf("use totp step of %s: %w", adminID, err)
+		}
+		if tag.RowsAffected() > 0 {
+			return nil
+		}
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM admin_totp WHERE admin_id = $1`, pgText(adminID)).Scan(&n); err != nil {
+			return fmt.Errorf("use totp step of %s: %w", adminID, err)
+		}
+		if n == 0 {
+			return errs.NotFoundf("administrator %s has no TOTP enrollment", adminID)
+		}
+		return errs.Conflictf("this authentication code was used already: wait for the next one")
+	})
+}
+
+// DeleteTOTP implements admin.TOTPStore.
+func (s *Store) DeleteTOTP(ctx context.Context, adminID string) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM admin_totp WHERE admin_id = $1`, pgText(adminID)); err != nil {
+		return fmt.Errorf("delete totp of %s: %w", adminID, err)
+	}
+	return nil
+}

@@ -1,0 +1,367 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/patchline/patchline/internal/device"
+	"github.com/patchline/patchline/internal/errs"
+)
+
+const agentColumns = `id, hostname, os_platform, os_name, os_version, os_build, arch, agent_version, capability,
+	ips, ring, enroll_secret_id, credential_hash, enrolled_at, last_seen_at, inventory,
+	feature_upgrade, feature_target, applied_policies, reboot_pending, removed_at, ring_source, inventory_hash`
+
+// EnrollAgent implements device.AgentStore. It locks the row of the
+// enrollment secret, so that a revocation is either before the enrollment
+// or after it.
+func (s *Store) EnrollAgent(ctx context.Context, secretHash []byte, a *device.Agent) error {
+	ring := a.Ring
+	err := s.write(ctx, func(tx pgx.Tx) error {
+		a.Ring = ring
+		sec, err := findEnrollSecret(ctx, tx, `secret_hash = $1 FOR NO KEY UPDATE`, secretHash)
+		if errors.Is(err, errs.ErrNotFound) {
+			return errs.Unauthorizedf("unknown enrollment secret")
+		}
+		if err != nil {
+			return err
+		}
+		switch {
+		case sec.RevokedAt != nil:
+			return errs.Unauthorizedf("the enrollment secret has been revoked")
+		case !sec.Usable(a.EnrolledAt):
+			return errs.Unauthorizedf("the enrollment secret has expired")
+		}
+		if a.Ring == "" {
+			a.Ring = sec.Ring
+		}
+		a.RingSource = device.RingSourceManual
+		if a.Ring == "" {
+			rings, err := findRings(ctx, tx)
+			if err != nil {
+				return err
+			}
+			a.Ring, a.RingSource = device.RingFor(rings, a.Hostname, a.OS), device.RingSourceRule
+		}
+		a.EnrollSecretID = sec.ID
+		if err := insertAgent(ctx, tx, a); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE enroll_secrets SET uses = uses + 1, last_used_at = $1 WHERE id = $2`,
+			ms(a.EnrolledAt), sec.ID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("enroll agent %s: %w", a.Hostname, err)
+	}
+	return nil
+}
+
+func insertAgent(ctx context.Context, tx pgx.Tx, a *device.Agent) error {
+	ips, inv, applied, err := agentJSON(a.IPs, &a.Inventory, a.AppliedPolicies)
+	if err != nil {
+		return err
+	}
+	fu := a.FeatureUpgrade
+	if fu.State == "" {
+		fu.State = device.FeatureUpgradeNone
+	}
+	if a.RingSource == "" {
+		a.RingSource = device.RingSourceManual
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO agents (`+agentColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)`,
+		pgText(a.ID), pgText(a.Hostname), pgText(a.OS.Platform), pgText(a.OS.Name), pgText(a.OS.Version), pgText(a.OS.Build),
+		pgText(a.Arch), pgText(a.AgentVersion), a.Capability,
+		ips, nullString(a.Ring), nullString(a.EnrollSecretID), a.CredentialHash, ms(a.EnrolledAt), ms(a.LastSeenAt), inv,
+		pgText(fu.State), pgText(fu.Target), applied, a.RebootPending, msPtr(a.RemovedAt), a.RingSource, pgText(a.InventoryHash))
+	if _, ok := isUnique(err); ok {
+		return errs.Conflictf("agent %s exists", a.ID)
+	}
+	return err
+}
+
+// agentJSON encodes the JSON columns of an agent; a nil inventory encodes
+// as nil.
+func agentJSON(ips []string, inv *device.Inventory, applied []device.AppliedPolicy) (ipsJSON string, invJSON *string, appliedJSON string, err error) {
+	if ips == nil {
+		ips = []string{}
+	}
+	if applied == nil {
+		applied = []device.AppliedPolicy{}
+	}
+	b1, err := json.Marshal(ips)
+	if err != nil {
+		return "", nil, "", err
+	}
+	b3, err := json.Marshal(applied)
+	if err != nil {
+		return "", nil, "", err
+	}
+	if inv != nil {
+		i := *inv
+		if i.Software == nil {
+			i.Software = []device.Software{}
+		}
+		if i.PendingUpdates == nil {
+			i.PendingUpdates = []device.Update{}
+		}
+		b2, err := json.Marshal(i)
+		if err != nil {
+			return "", nil, "", err
+		}
+		v := string(b2)
+		invJSON = &v
+	}
+	// encoding/json writes valid UTF-8, and escapes NUL.
+	return string(b1), invJSON, string(b3), nil
+}
+
+// FindAgentByID implements device.AgentStore.
+func (s *Store) FindAgentByID(ctx context.Context, id string) (*device.Agent, error) {
+	a, err := findAgent(ctx, s.pool, id, "")
+	if err != nil {
+		return nil, fmt.Errorf("find agent %s: %w", id, err)
+	}
+	if a.RemovedAt != nil {
+		return nil, notFound("agent", id)
+	}
+	return a, nil
+}
+
+// findAgent returns an agent, removed or not; lock is "" or a locking
+// clause.
+func findAgent(ctx context.Context, q querier, id, lock string) (*device.Agent, error) {
+	a, err := scanAgent(q.QueryRow(ctx, `SELECT `+agentColumns+` FROM agents WHERE id = $1 `+lock, pgText(id)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, notFound("agent", id)
+	}
+	return a, err
+}
+
+// FindAgents implements device.AgentStore.
+func (s *Store) FindAgents(ctx context.Context, f device.AgentFilter) ([]*device.Agent, error) {
+	where := []string{`removed_at IS NULL`}
+	var a args
+	if len(f.IDs) > 0 {
+		ids := make([]string, len(f.IDs))
+		for i, id := range f.IDs {
+			ids[i] = pgText(id)
+		}
+		where = append(where, `id = ANY(`+a.add(ids)+`)`)
+	}
+	switch cutoff := ms(timeOr(f.Now, s.Now).Add(-device.OfflineAfter)); f.Status {
+	case device.StatusOnline:
+		where = append(where, `last_seen_at > `+a.add(cutoff))
+	case device.StatusOffline:
+		where = append(where, `last_seen_at <= `+a.add(cutoff))
+	}
+	if f.Platform != "" {
+		where = append(where, `os_platform = `+a.add(pgText(f.Platform)))
+	}
+	if f.Ring != "" {
+		where = append(where, `ring = `+a.add(pgText(f.Ring)))
+	}
+	if f.Text != "" {
+		pat := a.add("%" + likeEscape(pgText(f.Text)) + "%")
+		where = append(where, `(hostname ILIKE `+pat+` ESCAPE '\' OR id ILIKE `+pat+` ESCAPE '\')`)
+	}
+	if f.FeatureUpgrade != "" {
+		where = append(where, `feature_upgrade = `+a.add(pgText(f.FeatureUpgrade)))
+	}
+	if f.After != nil {
+		where = append(where, `(hostname, id) > (`+a.add(pgText(f.After.Hostname))+`, `+a.add(pgText(f.After.ID))+`)`)
+	}
+	query := `SELECT ` + agentColumns + ` FROM agents WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY hostname, id`
+	if f.Limit > 0 {
+		query += ` LIMIT ` + a.add(f.Limit)
+	}
+	rows, err := s.pool.Query(ctx, query, a...)
+	if err != nil {
+		return nil, fmt.Errorf("find agents: %w", err)
+	}
+	defer rows.Close()
+	var out []*device.Agent
+	for rows.Next() {
+		a, err := scanAgent(rows)
+		if err != nil {
+			return nil, fmt.Errorf("find agents: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("find agents: %w", err)
+	}
+	return out, nil
+}
+
+// FindAgentCredential implements device.AgentStore.
+func (s *Store) FindAgentCredential(ctx context.Context, id string) (*device.AgentCredential, error) {
+	c := device.AgentCredential{AgentID: id}
+	var removed *int64
+	err := s.pool.QueryRow(ctx, `SELECT credential_hash, removed_at FROM agents WHERE id = $1`, pgText(id)).Scan(&c.Hash, &removed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, notFound("agent", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find agent credential %s: %w", id, err)
+	}
+	c.RemovedAt = fromNullMS(removed)
+	return &c, nil
+}
+
+// SetAgentRing implements device.AgentStore.
+func (s *Store) SetAgentRing(ctx context.Context, id, ring string) (*device.Agent, error) {
+	var a *device.Agent
+	err := s.write(ctx, func(tx pgx.Tx) error {
+		var err error
+		if a, err = findAgent(ctx, tx, id, `FOR NO KEY UPDATE`); err != nil {
+			return err
+		}
+		if a.RemovedAt != nil {
+			return notFound("agent", id)
+		}
+		if ring != "" {
+			if _, err := findRing(ctx, tx, ring); errors.Is(err, errs.ErrNotFound) {
+				return errs.Invalidf("there is no ring %q", ring)
+			} else if err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Exec(ctx, `UPDATE agents SET ring = $1, ring_source = 'manual' WHERE id = $2`, nullString(ring), a.ID); err != nil {
+			return err
+		}
+		a.Ring, a.RingSource = ring, device.RingSourceManual
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("set ring of agent %s: %w", id, err)
+	}
+	return a, nil
+}
+
+// SetAgentRingByRule implements device.AgentStore.
+func (s *Store) SetAgentRingByRule(ctx context.Context, id string) (*device.Agent, error) {
+	var a *device.Agent
+	err := s.write(ctx, func(tx pgx.Tx) error {
+		var err error
+		if a, err = findAgent(ctx, tx, id, `FOR NO KEY UPDATE`); err != nil {
+			return err
+		}
+		if a.RemovedAt != nil {
+			return notFound("agent", id)
+		}
+		rings, err := findRings(ctx, tx)
+		if err != nil {
+			return err
+		}
+		a.Ring, a.RingSource = device.RingFor(rings, a.Hostname, a.OS), device.RingSourceRule
+		_, err = tx.Exec(ctx, `UPDATE agents SET ring = $1, ring_source = 'rule' WHERE id = $2`, nullString(a.Ring), a.ID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("set ring of agent %s by rule: %w", id, err)
+	}
+	return a, nil
+}
+
+// reassignRings moves every agent whose ring follows the rules to the ring
+// the current rules choose, in id order so that two of them lock rows in
+// the same order.
+func reassignRings(ctx context.Context, tx pgx.Tx) error {
+	rings, err := findRings(ctx, tx)
+	if err != nil {
+		return err
+	}
+	rows, err := tx.Query(ctx, `SELECT id, hostname, os_platform, os_name, coalesce(ring, '') FROM agents
+		WHERE ring_source = 'rule' AND removed_at IS NULL`)
+	if err != nil {
+		return err
+	}
+	moves := map[string]string{}
+	for rows.Next() {
+		var id, hostname, ring string
+		var os device.OS
+		if err := rows.Scan(&id, &hostname, &os.Platform, &os.Name, &ring); err != nil {
+			rows.Close()
+			return err
+		}
+		if want := device.RingFor(rings, hostname, os); want != ring {
+			moves[id] = want
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	ids := make([]string, 0, len(moves))
+	for id := range moves {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		if _, err := tx.Exec(ctx, `UPDATE agents SET ring = $1 WHERE id = $2`, nullString(moves[id]), id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RemoveAgent implements device.AgentStore.
+func (s *Store) RemoveAgent(ctx context.Context, id string, cmd *device.Command) error {
+	err := s.write(ctx, func(tx pgx.Tx) error {
+		now := ms(cmd.CreatedAt)
+		tag, err := tx.Exec(ctx, `UPDATE agents SET removed_at = $1 WHERE id = $2 AND removed_at IS NULL`, now, pgText(id))
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return notFound("agent", id)
+		}
+		result, _ := json.Marshal(device.Result{Message: "canceled: the agent was removed"})
+		if _, err := tx.Exec(ctx, `UPDATE commands SET state = 'canceled', result = $1, updated_at = $2
+			WHERE agent_id = $3 AND state IN ('queued', 'delivered')`, string(result), now, id); err != nil {
+			return err
+		}
+		if err := settleRollouts(ctx, tx, "", cmd.CreatedAt); err != nil {
+			return err
+		}
+		return insertCommand(ctx, tx, cmd)
+	})
+	if err != nil {
+		return fmt.Errorf("remove agent %s: %w", id, err)
+	}
+	return nil
+}
+
+func scanAgent(row scanner) (*device.Agent, error) {
+	var a device.Agent
+	var ring, secretID *string
+	var enrolled, lastSeen int64
+	var removed *int64
+	var ips, inv, applied string
+	if err := row.Scan(&a.ID, &a.Hostname, &a.OS.Platform, &a.OS.Name, &a.OS.Version, &a.OS.Build, &a.Arch,
+		&a.AgentVersion, &a.Capability, &ips, &ring, &secretID, &a.CredentialHash, &enrolled, &lastSeen, &inv,
+		&a.FeatureUpgrade.State, &a.FeatureUpgrade.Target, &applied, &a.RebootPending, &removed, &a.RingSource, &a.InventoryHash); err != nil {
+		return nil, err
+	}
+	a.Ring, a.EnrollSecretID = str(ring), str(secretID)
+	a.EnrolledAt, a.LastSeenAt = fromMS(enrolled), fromMS(lastSeen)
+	a.RemovedAt = fromNullMS(removed)
+	if err := json.Unmarshal([]byte(ips), &a.IPs); err != nil {
+		return nil, fmt.Errorf("agent %s ips: %w", a.ID, err)
+	}
+	if err := json.Unmarshal([]byte(inv), &a.Inventory); err != nil {
+		return nil, fmt.Errorf("agent %s inventory: %w", a.ID, err)
+	}
+	if err := json.Unmarshal([]byte(applied), &a.AppliedPolicies); err != nil {
+		return nil, fmt.Errorf("agent %s applied policies: %w", a.ID, err)
+	}
+	return &a, nil
+}

@@ -1,0 +1,152 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/patchline/patchline/internal/audit"
+)
+
+const auditColumns = `id, time, actor, key_id, action, method, path, status, client_address, details, prev_hash, hash`
+
+// AppendAudit implements audit.Log. The transaction takes auditLock before
+// it reads the head of the chain and holds it to its commit: appends from
+// every replica follow each other, so that each chains to the one before
+// and the chain never forks.
+func (s *Store) AppendAudit(ctx context.Context, e *audit.Entry) error {
+	// PostgreSQL's text holds valid UTF-8 only: the entry is hashed as it
+	// is stored.
+	for _, f := range []*string{&e.Actor, &e.KeyID, &e.Action, &e.Method, &e.Path, &e.ClientAddress} {
+		*f = pgText(*f)
+	}
+	if len(e.Details) > 0 {
+		e.Details = []byte(pgText(string(e.Details)))
+	}
+	err := s.write(ctx, func(tx pgx.Tx) error {
+		// The lock and the read of the head in one round trip: the lock
+		// is held from here to the commit.
+		batch := &pgx.Batch{}
+		batch.Queue(`SELECT pg_advisory_xact_lock($1)`, auditLock)
+		batch.Queue(`SELECT id, hash FROM audit_log ORDER BY id DESC LIMIT 1`)
+		br := tx.SendBatch(ctx, batch)
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return err
+		}
+		var prevID int64
+		var prevHash []byte
+		err := br.QueryRow().Scan(&prevID, &prevHash)
+		if errors.Is(err, pgx.ErrNoRows) {
+			prevID, prevHash, err = 0, audit.GenesisHash, nil
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		e.Chain(prevID, prevHash)
+		_, err = tx.Exec(ctx, `INSERT INTO audit_log (`+auditColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+			e.ID, ms(e.Time), e.Actor, e.KeyID, e.Action, e.Method, e.Path, e.Status, e.ClientAddress,
+			nullBytes(e.Details), e.PrevHash, e.Hash)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("append audit entry %s: %w", e.Action, err)
+	}
+	return nil
+}
+
+// FindAuditEntries implements audit.Log.
+func (s *Store) FindAuditEntries(ctx context.Context, f audit.Filter) ([]*audit.Entry, error) {
+	var where []string
+	var a args
+	if f.KeyID != "" {
+		where = append(where, `key_id = `+a.add(pgText(f.KeyID)))
+	}
+	if f.Action != "" {
+		where = append(where, `action = `+a.add(pgText(f.Action)))
+	}
+	if f.Before > 0 {
+		where = append(where, `id < `+a.add(f.Before))
+	}
+	query := `SELECT ` + auditColumns + ` FROM audit_log`
+	if len(where) > 0 {
+		query += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	query += ` ORDER BY id DESC`
+	if f.Limit > 0 {
+		query += ` LIMIT ` + a.add(f.Limit)
+	}
+	rows, err := s.pool.Query(ctx, query, a...)
+	if err != nil {
+		return nil, fmt.Errorf("find audit entries: %w", err)
+	}
+	defer rows.Close()
+	var out []*audit.Entry
+	for rows.Next() {
+		e, err := scanAudit(rows)
+		if err != nil {
+			return nil, fmt.Errorf("find audit entries: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("find audit entries: %w", err)
+	}
+	return out, nil
+}
+
+// WalkAudit implements audit.Log. It reads in pages so that no transaction
+// stays open for the whole walk.
+func (s *Store) WalkAudit(ctx context.Context, fn func(*audit.Entry) error) error {
+	const page = 1000
+	var after int64
+	for {
+		rows, err := s.pool.Query(ctx, `SELECT `+auditColumns+` FROM audit_log WHERE id > $1 ORDER BY id LIMIT $2`, after, page)
+		if err != nil {
+			return fmt.Errorf("walk audit log: %w", err)
+		}
+		var batch []*audit.Entry
+		for rows.Next() {
+			e, err := scanAudit(rows)
+			if err != nil {
+				rows.Close()
+				return fmt.Errorf("walk audit log: %w", err)
+			}
+			batch = append(batch, e)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("walk audit log: %w", err)
+		}
+		for _, e := range batch {
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		if len(batch) < page {
+			return nil
+		}
+		after = batch[len(batch)-1].ID
+	}
+}
+
+func scanAudit(row scanner) (*audit.Entry, error) {
+	var e audit.Entry
+	var t int64
+	var details *string
+	if err := row.Scan(&e.ID, &t, &e.Actor, &e.KeyID, &e.Action, &e.Method, &e.Path, &e.Status,
+		&e.ClientAddress, &details, &e.PrevHash, &e.Hash); err != nil {
+		return nil, err
+	}
+	e.Time = fromMS(t)
+	if details != nil {
+		e.Details = []byte(*details)
+	}
+	return &e, nil
+}

@@ -1,0 +1,318 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/patchline/patchline/internal/device"
+	"github.com/patchline/patchline/internal/errs"
+)
+
+const commandColumns = `id, agent_id, type, state, params, result, created_by, created_at, updated_at, expires_at, rollout_id, rollout_ring`
+
+// activeStates is the SQL list of device.ActiveStates.
+const activeStates = `('queued', 'delivered', 'running')`
+
+// CreateCommands implements device.CommandStore. It locks the row of each
+// agent, so that two replicas queueing with skipActive do not both queue.
+func (s *Store) CreateCommands(ctx context.Context, cmds []*device.Command, skipActive bool) ([]*device.Command, error) {
+	var created []*device.Command
+	err := s.write(ctx, func(tx pgx.Tx) error {
+		created = nil
+		for _, c := range cmds {
+			var removed *int64
+			err := tx.QueryRow(ctx, `SELECT removed_at FROM agents WHERE id = $1 FOR NO KEY UPDATE`, pgText(c.AgentID)).Scan(&removed)
+			if errors.Is(err, pgx.ErrNoRows) || err == nil && removed != nil {
+				return notFound("agent", c.AgentID)
+			}
+			if err != nil {
+				return err
+			}
+			if skipActive {
+				var n int
+				if err := tx.QueryRow(ctx, `SELECT count(*) FROM commands
+					WHERE agent_id = $1 AND type = $2 AND state IN `+activeStates, c.AgentID, string(c.Type)).Scan(&n); err != nil {
+					return err
+				}
+				if n > 0 {
+					continue
+				}
+			}
+			if err := insertCommand(ctx, tx, c); err != nil {
+				return err
+			}
+			created = append(created, c)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create commands: %w", err)
+	}
+	return created, nil
+}
+
+func insertCommand(ctx context.Context, tx pgx.Tx, c *device.Command) error {
+	result, err := resultJSON(c.Result)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO commands (`+commandColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+		c.ID, c.AgentID, string(c.Type), string(c.State), nullBytes(c.Params), result, pgText(c.CreatedBy),
+		ms(c.CreatedAt), ms(c.UpdatedAt), ms(c.ExpiresAt), nullString(c.RolloutID), nullString(c.RolloutRing))
+	if _, ok := isUnique(err); ok {
+		return errs.Conflictf("command %s exists", c.ID)
+	}
+	return err
+}
+
+func resultJSON(r *device.Result) (*string, error) {
+	if r == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	v := string(b)
+	return &v, nil
+}
+
+// FindCommandByID implements device.CommandStore.
+func (s *Store) FindCommandByID(ctx context.Context, id string) (*device.Command, error) {
+	c, err := findCommand(ctx, s.pool, id, "")
+	if err != nil {
+		return nil, fmt.Errorf("find command %s: %w", id, err)
+	}
+	return c, nil
+}
+
+// findCommand returns a command; lock is "" or a locking clause.
+func findCommand(ctx context.Context, q querier, id, lock string) (*device.Command, error) {
+	rows, err := q.Query(ctx, `SELECT `+commandColumns+` FROM commands WHERE id = $1 `+lock, pgText(id))
+	if err != nil {
+		return nil, err
+	}
+	cmds, err := scanCommands(rows)
+	if err != nil {
+		return nil, err
+	}
+	if len(cmds) == 0 {
+		return nil, notFound("command", id)
+	}
+	return cmds[0], nil
+}
+
+// FindCommands implements device.CommandStore.
+func (s *Store) FindCommands(ctx context.Context, f device.CommandFilter) ([]*device.Command, error) {
+	var where []string
+	var a args
+	if f.AgentID != "" {
+		where = append(where, `agent_id = `+a.add(pgText(f.AgentID)))
+	}
+	if f.Type != "" {
+		where = append(where, `type = `+a.add(pgText(string(f.Type))))
+	}
+	if len(f.States) > 0 {
+		states := make([]string, len(f.States))
+		for i, st := range f.States {
+			states[i] = pgText(string(st))
+		}
+		where = append(where, `state = ANY(`+a.add(states)+`)`)
+	}
+	if f.RolloutID != "" {
+		where = append(where, `rollout_id = `+a.add(pgText(f.RolloutID)))
+	}
+	if f.Before != nil {
+		where = append(where, `(created_at, id) < (`+a.add(ms(f.Before.CreatedAt))+`, `+a.add(pgText(f.Before.ID))+`)`)
+	}
+	query := `SELECT ` + commandColumns + ` FROM commands`
+	if len(where) > 0 {
+		query += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	query += ` ORDER BY created_at DESC, id DESC`
+	if f.Limit > 0 {
+		query += ` LIMIT ` + a.add(f.Limit)
+	}
+	rows, err := s.pool.Query(ctx, query, a...)
+	if err != nil {
+		return nil, fmt.Errorf("find commands: %w", err)
+	}
+	cmds, err := scanCommands(rows)
+	if err != nil {
+		return nil, fmt.Errorf("find commands: %w", err)
+	}
+	return cmds, nil
+}
+
+// ReportCommand implements device.CommandStore.
+func (s *Store) ReportCommand(ctx context.Context, agentID, id string, r device.Report) (*device.Command, error) {
+	var c *device.Command
+	err := s.write(ctx, func(tx pgx.Tx) error {
+		var err error
+		c, err = findCommand(ctx, tx, id, `FOR NO KEY UPDATE`)
+		if err != nil {
+			return err
+		}
+		if c.AgentID != agentID {
+			return notFound("command", id)
+		}
+		if !device.CanTransition(c.State, r.State) {
+			return errs.Conflictf("command %s is %s and cannot become %s", id, c.State, r.State)
+		}
+		if err := setCommandState(ctx, tx, c, r.State, r.Result, r.Time); err != nil {
+			return err
+		}
+		if c.RolloutID != "" && c.State.Final() {
+			return settleRollouts(ctx, tx, c.RolloutID, r.Time)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("report command %s: %w", id, err)
+	}
+	return c, nil
+}
+
+// setCommandState moves c to state st, with result when not nil, at now.
+func setCommandState(ctx context.Context, tx pgx.Tx, c *device.Command, st device.CommandState, result *device.Result, now time.Time) error {
+	if result != nil {
+		c.Result = result
+	}
+	res, err := resultJSON(c.Result)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE commands SET state = $1, result = $2, updated_at = $3 WHERE id = $4`,
+		string(st), res, ms(now), c.ID); err != nil {
+		return err
+	}
+	c.State, c.UpdatedAt = st, fromMS(ms(now))
+	return nil
+}
+
+// CancelCommand implements device.CommandStore.
+func (s *Store) CancelCommand(ctx context.Context, id string, now time.Time) (*device.Command, error) {
+	var c *device.Command
+	err := s.write(ctx, func(tx pgx.Tx) error {
+		var err error
+		if c, err = findCommand(ctx, tx, id, `FOR NO KEY UPDATE`); err != nil {
+			return err
+		}
+		if !device.CanTransition(c.State, device.Canceled) {
+			return errs.Conflictf("command %s is %s and can no longer be canceled", id, c.State)
+		}
+		if err := setCommandState(ctx, tx, c, device.Canceled, &device.Result{Message: "canceled"}, now); err != nil {
+			return err
+		}
+		if c.RolloutID != "" {
+			return settleRollouts(ctx, tx, c.RolloutID, now)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cancel command %s: %w", id, err)
+	}
+	return c, nil
+}
+
+// ExpireCommands implements device.CommandStore. Replicas may sweep at the
+// same time: the second finds the commands the first expired no longer
+// active.
+func (s *Store) ExpireCommands(ctx context.Context, now time.Time) (int, error) {
+	var n int64
+	err := s.write(ctx, func(tx pgx.Tx) error {
+		result, _ := json.Marshal(device.Result{Message: "expired: the agent did not finish it in time"})
+		tag, err := tx.Exec(ctx, `UPDATE commands SET state = 'expired', result = coalesce(result, $1), updated_at = $2
+			WHERE state IN `+activeStates+` AND expires_at <= $2`, string(result), ms(now))
+		if err != nil {
+			return err
+		}
+		if n = tag.RowsAffected(); n == 0 {
+			return nil
+		}
+		return settleRollouts(ctx, tx, "", now)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("expire commands: %w", err)
+	}
+	return int(n), nil
+}
+
+// SaveLogBundle implements device.CommandStore.
+func (s *Store) SaveLogBundle(ctx context.Context, b *device.LogBundle) error {
+	err := s.write(ctx, func(tx pgx.Tx) error {
+		c, err := findCommand(ctx, tx, b.CommandID, `FOR NO KEY UPDATE`)
+		if err != nil {
+			return err
+		}
+		if c.AgentID != b.AgentID || c.Type != device.CollectLogs {
+			return notFound("collect-logs command", b.CommandID)
+		}
+		if c.State.Final() {
+			return errs.Conflictf("command %s is %s", c.ID, c.State)
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO log_bundles (command_id, agent_id, content_type, size, sha256, content, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)`, c.ID, c.AgentID, pgText(b.ContentType), b.Size, b.SHA256, b.Content, ms(b.CreatedAt))
+		if _, ok := isUnique(err); ok {
+			return errs.Conflictf("command %s already has a log bundle", c.ID)
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("save log bundle of %s: %w", b.CommandID, err)
+	}
+	return nil
+}
+
+// FindLogBundle implements device.CommandStore.
+func (s *Store) FindLogBundle(ctx context.Context, commandID string) (*device.LogBundle, error) {
+	var b device.LogBundle
+	var created int64
+	err := s.pool.QueryRow(ctx, `SELECT command_id, agent_id, content_type, size, sha256, content, created_at
+		FROM log_bundles WHERE command_id = $1`, pgText(commandID)).
+		Scan(&b.CommandID, &b.AgentID, &b.ContentType, &b.Size, &b.SHA256, &b.Content, &created)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, errs.NotFoundf("command %s has no log bundle", commandID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find log bundle of %s: %w", commandID, err)
+	}
+	b.CreatedAt = fromMS(created)
+	return &b, nil
+}
+
+// scanCommands reads and closes rows.
+func scanCommands(rows pgx.Rows) ([]*device.Command, error) {
+	defer rows.Close()
+	var out []*device.Command
+	for rows.Next() {
+		var c device.Command
+		var params, result, rolloutID, rolloutRing *string
+		var typ, state string
+		var created, updated, expires int64
+		if err := rows.Scan(&c.ID, &c.AgentID, &typ, &state, &params, &result, &c.CreatedBy,
+			&created, &updated, &expires, &rolloutID, &rolloutRing); err != nil {
+			return nil, err
+		}
+		c.Type, c.State = device.CommandType(typ), device.CommandState(state)
+		c.CreatedAt, c.UpdatedAt, c.ExpiresAt = fromMS(created), fromMS(updated), fromMS(expires)
+		c.RolloutID, c.RolloutRing = str(rolloutID), str(rolloutRing)
+		if params != nil {
+			c.Params = json.RawMessage(*params)
+		}
+		if result != nil {
+			c.Result = new(device.Result)
+			if err := json.Unmarshal([]byte(*result), c.Result); err != nil {
+				return nil, fmt.Errorf("command %s result: %w", c.ID, err)
+			}
+		}
+		out = append(out, &c)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,130 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/patchline/patchline/internal/control"
+)
+
+// DumpTables implements control.Copier, in one read-only snapshot.
+func (s *Store) DumpTables(ctx context.Context, fn func(t *control.Table, row []any) error) error {
+	return s.read(ctx, func(tx pgx.Tx) error {
+		for _, t := range control.Tables {
+			if err := dumpTable(ctx, tx, t, fn); err != nil {
+				return fmt.Errorf("dump %s: %w", t.Name, err)
+			}
+		}
+		return nil
+	})
+}
+
+func dumpTable(ctx context.Context, tx pgx.Tx, t *control.Table, fn func(*control.Table, []any) error) error {
+	order := t.Order
+	if t.Name == "commands" {
+		order = "seq" // the order they were queued in
+	}
+	rows, err := tx.Query(ctx, `SELECT `+t.ColumnNames()+` FROM `+t.Name+` ORDER BY `+order)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	dst := make([]any, len(t.Columns))
+	for i, c := range t.Columns {
+		switch c.Kind {
+		case control.Text:
+			dst[i] = new(*string)
+		case control.Int:
+			dst[i] = new(*int64)
+		case control.Float:
+			dst[i] = new(*float64)
+		case control.Bool:
+			dst[i] = new(*bool)
+		case control.Bytes:
+			dst[i] = new([]byte)
+		}
+	}
+	for rows.Next() {
+		if err := rows.Scan(dst...); err != nil {
+			return err
+		}
+		row := make([]any, len(dst))
+		for i, d := range dst {
+			switch v := d.(type) {
+			case **string:
+				if *v != nil {
+					row[i] = **v
+				}
+			case **int64:
+				if *v != nil {
+					row[i] = **v
+				}
+			case **float64:
+				if *v != nil {
+					row[i] = **v
+				}
+			case **bool:
+				if *v != nil {
+					row[i] = **v
+				}
+			case *[]byte:
+				if *v != nil {
+					row[i] = append([]byte{}, *v...)
+				}
+			}
+		}
+		if err := fn(t, row); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// LoadTables implements control.Copier, in one transaction.
+func (s *Store) LoadTables(ctx context.Context, fill func(put func(t *control.Table, row []any) error) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		return fill(func(t *control.Table, row []any) error {
+			if len(row) != len(t.Columns) {
+				return control.ErrRowShape
+			}
+			ph := make([]string, len(row))
+			for i, v := range row {
+				ph[i] = "$" + strconv.Itoa(i+1)
+				if s, ok := v.(string); ok {
+					row[i] = pgText(s)
+				}
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO `+t.Name+` (`+t.ColumnNames()+`) VALUES (`+strings.Join(ph, ", ")+`)`, row...)
+			return err
+		})
+	})
+}
+
+// CountRows implements control.Copier.
+func (s *Store) CountRows(ctx context.Context) (map[string]int64, error) {
+	names := append([]string{}, control.DerivedTables...)
+	for _, t := range control.Tables {
+		names = append(names, t.Name)
+	}
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = `(SELECT count(*) FROM ` + n + `)`
+	}
+	counts := make([]int64, len(names))
+	dst := make([]any, len(names))
+	for i := range counts {
+		dst[i] = &counts[i]
+	}
+	if err := s.pool.QueryRow(ctx, `SELECT `+strings.Join(parts, ", ")).Scan(dst...); err != nil {
+		return nil, fmt.Errorf("count rows: %w", err)
+	}
+	out := make(map[string]int64, len(names))
+	for i, n := range names {
+		out[n] = counts[i]
+	}
+	return out, nil
+}

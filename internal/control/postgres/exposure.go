@@ -1,0 +1,545 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/patchline/patchline/internal/cve"
+	"github.com/patchline/patchline/internal/exposure"
+)
+
+// PendingExposure implements exposure.Store. A removed agent comes with
+// an empty inventory, so that its findings are cleared. Replicas may take
+// the same agents: PutExposure of one agent is serialized, and its token
+// keeps a newer change queued.
+func (s *Store) PendingExposure(ctx context.Context, limit int) ([]exposure.Pending, error) {
+	rows, err := s.pool.Query(ctx, `SELECT q.agent_id, q.token, coalesce(a.inventory, ''), a.removed_at IS NOT NULL OR a.id IS NULL
+		FROM exposure_queue q LEFT JOIN agents a ON a.id = q.agent_id
+		ORDER BY q.agent_id LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("pending exposure: %w", err)
+	}
+	defer rows.Close()
+	var out []exposure.Pending
+	for rows.Next() {
+		var (
+			p       exposure.Pending
+			inv     string
+			removed bool
+		)
+		if err := rows.Scan(&p.AgentID, &p.Token, &inv, &removed); err != nil {
+			return nil, fmt.Errorf("pending exposure: %w", err)
+		}
+		if !removed && inv != "" {
+			if err := json.Unmarshal([]byte(inv), &p.Inventory); err != nil {
+				return nil, fmt.Errorf("pending exposure: inventory of agent %s: %w", p.AgentID, err)
+			}
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// PutExposure implements exposure.Store. It keeps the per-CVE counts of
+// cve_exposure and cve_fixes in the same transaction, under a lock of the
+// agent so that two replicas evaluating it do not count it twice.
+func (s *Store) PutExposure(ctx context.Context, agentID, token string, keys []string, findings []exposure.Finding) error {
+	agentID = pgText(agentID)
+	err := s.write(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, exposureLock, agentID); err != nil {
+			return err
+		}
+		old, err := agentStatuses(ctx, tx, agentID)
+		if err != nil {
+			return err
+		}
+		oldFixes, err := agentFixes(ctx, tx, agentID)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM agent_vulnerabilities WHERE agent_id = $1`, agentID); err != nil {
+			return err
+		}
+		cur := map[int64]exposure.Status{}
+		curFixes := map[fixRow]bool{}
+		batch := &pgx.Batch{}
+		for _, f := range findings {
+			key, ok := cve.Key(f.CVEID)
+			if !ok {
+				continue
+			}
+			f = cleanFinding(f)
+			if f.Status == exposure.Affected {
+				curFixes[fixRow{key, f.Ecosystem, f.Product, f.Fixed, f.KB, f.EOLFrom}] = true
+			}
+			batch.Queue(`INSERT INTO agent_vulnerabilities
+				(agent_id, cve_key, cve_id, ecosystem, product, package, installed, fixed, kb, status, reason, eol_from, eoes_from)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT DO NOTHING`,
+				agentID, key, f.CVEID, f.Ecosystem, f.Product, f.Package, f.Installed,
+				f.Fixed, f.KB, string(f.Status), f.Reason, f.EOLFrom, f.EOESFrom)
+			if cur[key] != exposure.Affected {
+				cur[key] = f.Status
+			}
+		}
+		if batch.Len() > 0 {
+			if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+				return err
+			}
+		}
+		if err := adjustCounts(ctx, tx, old, cur); err != nil {
+			return err
+		}
+		if err := adjustFixes(ctx, tx, oldFixes, curFixes); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM agent_products WHERE agent_id = $1`, agentID); err != nil {
+			return err
+		}
+		if token != "removed" && len(keys) > 0 {
+			clean := make([]string, len(keys))
+			for i, k := range keys {
+				clean[i] = pgText(k)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO agent_products (product_key, agent_id)
+				SELECT unnest($1::text[]), $2 ON CONFLICT DO NOTHING`, clean, agentID); err != nil {
+				return err
+			}
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM exposure_queue WHERE agent_id = $1 AND token = $2`, agentID, pgText(token))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store exposure of agent %s: %w", agentID, err)
+	}
+	return nil
+}
+
+// cleanFinding makes the text of a finding storable.
+func cleanFinding(f exposure.Finding) exposure.Finding {
+	for _, p := range []*string{&f.Ecosystem, &f.Product, &f.Package, &f.Installed, &f.Fixed, &f.KB, &f.Reason, &f.EOLFrom, &f.EOESFrom} {
+		*p = pgText(*p)
+	}
+	return f
+}
+
+// agentStatuses returns the status of each CVE of an agent as stored.
+func agentStatuses(ctx context.Context, q querier, agentID string) (map[int64]exposure.Status, error) {
+	rows, err := q.Query(ctx, `SELECT cve_key, min(status) FROM agent_vulnerabilities WHERE agent_id = $1 GROUP BY cve_key`, agentID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[int64]exposure.Status{}
+	for rows.Next() {
+		var key int64
+		var st string
+		if err := rows.Scan(&key, &st); err != nil {
+			return nil, err
+		}
+		// min() picks 'affected' over 'unknown'.
+		out[key] = exposure.Status(st)
+	}
+	return out, rows.Err()
+}
+
+// fixRow is a fixed version of a CVE's product as cve_fixes counts it.
+type fixRow struct {
+	cveKey                                 int64
+	ecosystem, product, fixed, kb, eolFrom string
+}
+
+func (a fixRow) less(b fixRow) bool {
+	if a.cveKey != b.cveKey {
+		return a.cveKey < b.cveKey
+	}
+	x := []string{a.ecosystem, a.product, a.fixed, a.kb, a.eolFrom}
+	y := []string{b.ecosystem, b.product, b.fixed, b.kb, b.eolFrom}
+	for i := range x {
+		if x[i] != y[i] {
+			return x[i] < y[i]
+		}
+	}
+	return false
+}
+
+// agentFixes returns the fixes that apply to an agent's affected items.
+func agentFixes(ctx context.Context, q querier, agentID string) (map[fixRow]bool, error) {
+	rows, err := q.Query(ctx, `SELECT DISTINCT cve_key, ecosystem, product, fixed, kb, eol_from
+		FROM agent_vulnerabilities WHERE agent_id = $1 AND status = 'affected'`, agentID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[fixRow]bool{}
+	for rows.Next() {
+		var f fixRow
+		if err := rows.Scan(&f.cveKey, &f.ecosystem, &f.product, &f.fixed, &f.kb, &f.eolFrom); err != nil {
+			return nil, err
+		}
+		out[f] = true
+	}
+	return out, rows.Err()
+}
+
+// adjustFixes moves one agent's contribution to cve_fixes from old to cur.
+// Rows are written in key order, so that two agents' transactions lock
+// them in the same order.
+func adjustFixes(ctx context.Context, tx pgx.Tx, old, cur map[fixRow]bool) error {
+	type change struct {
+		f     fixRow
+		delta int
+	}
+	var changes []change
+	for f := range old {
+		if !cur[f] {
+			changes = append(changes, change{f, -1})
+		}
+	}
+	for f := range cur {
+		if !old[f] {
+			changes = append(changes, change{f, 1})
+		}
+	}
+	if len(changes) == 0 {
+		return nil
+	}
+	sort.Slice(changes, func(i, j int) bool { return changes[i].f.less(changes[j].f) })
+	removed := false
+	for _, c := range changes {
+		f := c.f
+		if c.delta < 0 {
+			removed = true
+			if _, err := tx.Exec(ctx, `UPDATE cve_fixes SET agents = agents - 1
+				WHERE cve_key = $1 AND ecosystem = $2 AND product = $3 AND fixed = $4 AND kb = $5 AND eol_from = $6`,
+				f.cveKey, f.ecosystem, f.product, f.fixed, f.kb, f.eolFrom); err != nil {
+				return err
+			}
+			continue
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO cve_fixes (cve_key, ecosystem, product, fixed, kb, eol_from, agents)
+			VALUES ($1, $2, $3, $4, $5, $6, 1)
+			ON CONFLICT (cve_key, ecosystem, product, fixed, kb, eol_from) DO UPDATE SET agents = cve_fixes.agents + 1`,
+			f.cveKey, f.ecosystem, f.product, f.fixed, f.kb, f.eolFrom); err != nil {
+			return err
+		}
+	}
+	if removed {
+		_, err := tx.Exec(ctx, `DELETE FROM cve_fixes WHERE agents <= 0`)
+		return err
+	}
+	return nil
+}
+
+// adjustCounts moves one agent's contribution to cve_exposure from old to
+// cur, in key order.
+func adjustCounts(ctx context.Context, tx pgx.Tx, old, cur map[int64]exposure.Status) error {
+	delta := map[int64][2]int{}
+	add := func(key int64, st exposure.Status, n int) {
+		d := delta[key]
+		if st == exposure.Affected {
+			d[0] += n
+		} else {
+			d[1] += n
+		}
+		delta[key] = d
+	}
+	for k, st := range old {
+		add(k, st, -1)
+	}
+	for k, st := range cur {
+		add(k, st, 1)
+	}
+	keys := make([]int64, 0, len(delta))
+	for k, d := range delta {
+		if d[0] != 0 || d[1] != 0 {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	for _, k := range keys {
+		d := delta[k]
+		if _, err := tx.Exec(ctx, `INSERT INTO cve_exposure (cve_key, affected, unknown) VALUES ($1, $2, $3)
+			ON CONFLICT (cve_key) DO UPDATE SET affected = cve_exposure.affected + excluded.affected, unknown = cve_exposure.unknown + excluded.unknown`,
+			k, d[0], d[1]); err != nil {
+			return err
+		}
+	}
+	_, err := tx.Exec(ctx, `DELETE FROM cve_exposure WHERE cve_key = ANY($1) AND affected <= 0 AND unknown <= 0`, keys)
+	return err
+}
+
+// QueueExposure implements exposure.Store.
+func (s *Store) QueueExposure(ctx context.Context, keys []string) (int, error) {
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	clean := make([]string, len(keys))
+	for i, k := range keys {
+		clean[i] = pgText(k)
+	}
+	var total int
+	err := s.write(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO exposure_queue (agent_id, token)
+			SELECT agent_id, exposure_token() FROM (
+				SELECT DISTINCT agent_id FROM agent_products WHERE product_key = ANY($1) ORDER BY agent_id) d
+			ON CONFLICT (agent_id) DO UPDATE SET token = excluded.token`, clean)
+		total = int(tag.RowsAffected())
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("queue exposure: %w", err)
+	}
+	return total, nil
+}
+
+// PutRisks implements exposure.Store.
+func (s *Store) PutRisks(ctx context.Context, risks []exposure.Risk) error {
+	if len(risks) == 0 {
+		return nil
+	}
+	byKey := map[int64]exposure.Risk{}
+	for _, r := range risks {
+		if key, ok := cve.Key(r.CVEID); ok {
+			byKey[key] = r // the last of one CVE wins, as on SQLite
+		}
+	}
+	keys := make([]int64, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	err := s.write(ctx, func(tx pgx.Tx) error {
+		batch := &pgx.Batch{}
+		for _, key := range keys {
+			r := byKey[key]
+			batch.Queue(`INSERT INTO cve_risks (cve_key, cve_id, kev, epss, cvss, severity, description)
+				VALUES ($1, $2, $3, $4, $5, $6, $7)
+				ON CONFLICT (cve_key) DO UPDATE SET cve_id = excluded.cve_id, kev = excluded.kev, epss = excluded.epss,
+					cvss = excluded.cvss, severity = excluded.severity, description = excluded.description`,
+				key, r.CVEID, r.KEV, orMinus(r.EPSS), orMinus(r.CVSS), pgText(r.Severity), pgText(r.Description))
+		}
+		return tx.SendBatch(ctx, batch).Close()
+	})
+	if err != nil {
+		return fmt.Errorf("store CVE risks: %w", err)
+	}
+	return nil
+}
+
+func orMinus(f *float64) float64 {
+	if f == nil {
+		return -1
+	}
+	return *f
+}
+
+func fromMinus(f float64) *float64 {
+	if f < 0 {
+		return nil
+	}
+	return &f
+}
+
+// riskColumns are the columns scanRisk reads, of cve_risks aliased r.
+const riskColumns = `r.cve_id, r.kev, r.epss, r.cvss, r.severity, r.description`
+
+func scanRisk(dst *exposure.Risk, extra ...any) []any {
+	return append([]any{&dst.CVEID, &dst.KEV, new(float64), new(float64), &dst.Severity, &dst.Description}, extra...)
+}
+
+func fillRisk(dst *exposure.Risk, args []any) {
+	dst.EPSS = fromMinus(*args[2].(*float64))
+	dst.CVSS = fromMinus(*args[3].(*float64))
+}
+
+// riskOrder orders rows of cve_risks r by risk.
+const riskOrder = `r.kev DESC, r.epss DESC, r.cvss DESC, r.cve_key`
+
+// AgentVulnerabilities implements exposure.Store.
+func (s *Store) AgentVulnerabilities(ctx context.Context, agentID string) ([]exposure.AgentVulnerability, error) {
+	var out []exposure.AgentVulnerability
+	err := s.read(ctx, func(tx pgx.Tx) error {
+		out = nil
+		var removed *int64
+		err := tx.QueryRow(ctx, `SELECT removed_at FROM agents WHERE id = $1`, pgText(agentID)).Scan(&removed)
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && removed != nil) {
+			return notFound("agent", agentID)
+		}
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT `+riskColumns+`, `+findingColumns+`
+			FROM agent_vulnerabilities v JOIN cve_risks r ON r.cve_key = v.cve_key
+			WHERE v.agent_id = $1 ORDER BY `+riskOrder+`, v.ecosystem, v.product, v.package, v.installed`, agentID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var risk exposure.Risk
+			var f exposure.Finding
+			args := scanRisk(&risk, findingArgs(&f)...)
+			if err := rows.Scan(args...); err != nil {
+				return err
+			}
+			fillRisk(&risk, args)
+			f.CVEID = risk.CVEID
+			if n := len(out); n > 0 && out[n-1].CVEID == risk.CVEID {
+				out[n-1].Findings = append(out[n-1].Findings, f)
+				if f.Status == exposure.Affected {
+					out[n-1].Status = exposure.Affected
+				}
+				continue
+			}
+			out = append(out, exposure.AgentVulnerability{Risk: risk, Status: f.Status, Findings: []exposure.Finding{f}})
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("vulnerabilities of agent %s: %w", agentID, err)
+	}
+	return out, nil
+}
+
+const findingColumns = `v.ecosystem, v.product, v.package, v.installed, v.fixed, v.kb, v.status, v.reason, v.eol_from, v.eoes_from`
+
+func findingArgs(f *exposure.Finding) []any {
+	return []any{&f.Ecosystem, &f.Product, &f.Package, &f.Installed, &f.Fixed, &f.KB, (*string)(&f.Status), &f.Reason, &f.EOLFrom, &f.EOESFrom}
+}
+
+// FleetVulnerabilities implements exposure.Store.
+func (s *Store) FleetVulnerabilities(ctx context.Context, f exposure.FleetFilter) ([]exposure.FleetVulnerability, error) {
+	where := []string{`true`}
+	var a args
+	if !f.IncludeUnknown {
+		where = append(where, `e.affected > 0`)
+	}
+	if f.KEV != nil {
+		where = append(where, `r.kev = `+a.add(*f.KEV))
+	}
+	if c := f.After; c != nil {
+		kev, epss, cvss := a.add(c.KEV), a.add(c.EPSS), a.add(c.CVSS)
+		where = append(where, `(r.kev < `+kev+` OR (r.kev = `+kev+` AND (r.epss < `+epss+` OR (r.epss = `+epss+
+			` AND (r.cvss < `+cvss+` OR (r.cvss = `+cvss+` AND r.cve_key > `+a.add(c.CVEKey)+`))))))`)
+	}
+	query := `SELECT ` + riskColumns + `, e.affected, e.unknown FROM cve_exposure e JOIN cve_risks r ON r.cve_key = e.cve_key
+		WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY ` + riskOrder
+	if f.Limit > 0 {
+		query += ` LIMIT ` + a.add(f.Limit)
+	}
+	var out []exposure.FleetVulnerability
+	err := s.read(ctx, func(tx pgx.Tx) error {
+		out = nil
+		rows, err := tx.Query(ctx, query, a...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var v exposure.FleetVulnerability
+			dst := scanRisk(&v.Risk, &v.Affected, &v.Unknown)
+			if err := rows.Scan(dst...); err != nil {
+				rows.Close()
+				return err
+			}
+			fillRisk(&v.Risk, dst)
+			out = append(out, v)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for i := range out {
+			key, _ := cve.Key(out[i].CVEID)
+			rows, err := tx.Query(ctx, `SELECT ecosystem, product, fixed, kb, eol_from FROM cve_fixes
+				WHERE cve_key = $1 ORDER BY ecosystem, product, fixed LIMIT 50`, key)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var fx exposure.Fix
+				if err := rows.Scan(&fx.Ecosystem, &fx.Product, &fx.Version, &fx.KB, &fx.EOLFrom); err != nil {
+					rows.Close()
+					return err
+				}
+				out[i].Fixes = append(out[i].Fixes, fx)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fleet vulnerabilities: %w", err)
+	}
+	return out, nil
+}
+
+// VulnerabilityAgents implements exposure.Store.
+func (s *Store) VulnerabilityAgents(ctx context.Context, f exposure.AgentFilter) ([]exposure.CVEAgent, error) {
+	key, ok := cve.Key(f.CVEID)
+	if !ok {
+		return nil, nil
+	}
+	var a args
+	where := []string{`v.cve_key = ` + a.add(key)}
+	if f.After != "" {
+		where = append(where, `v.agent_id > `+a.add(pgText(f.After)))
+	}
+	query := `SELECT v.agent_id, a.hostname, coalesce(a.ring, ''), ` + findingColumns + `
+		FROM agent_vulnerabilities v JOIN agents a ON a.id = v.agent_id
+		WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY v.agent_id, v.ecosystem, v.product, v.package`
+	var out []exposure.CVEAgent
+	err := s.read(ctx, func(tx pgx.Tx) error {
+		out = nil
+		rows, err := tx.Query(ctx, query, a...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var ag exposure.CVEAgent
+			var fi exposure.Finding
+			if err := rows.Scan(append([]any{&ag.AgentID, &ag.Hostname, &ag.Ring}, findingArgs(&fi)...)...); err != nil {
+				return err
+			}
+			fi.CVEID = f.CVEID
+			if n := len(out); n > 0 && out[n-1].AgentID == ag.AgentID {
+				out[n-1].Findings = append(out[n-1].Findings, fi)
+				if fi.Status == exposure.Affected {
+					out[n-1].Status = exposure.Affected
+				}
+				continue
+			}
+			ag.Status, ag.Findings = fi.Status, []exposure.Finding{fi}
+			out = append(out, ag)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agents of %s: %w", f.CVEID, err)
+	}
+	if f.Status != "" {
+		kept := out[:0]
+		for _, a := range out {
+			if a.Status == f.Status {
+				kept = append(kept, a)
+			}
+		}
+		out = kept
+	}
+	if f.Limit > 0 && len(out) > f.Limit {
+		out = out[:f.Limit]
+	}
+	return out, nil
+}
