@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,7 +16,7 @@ import (
 
 func init() {
 	commands["agent"] = command{
-		usage: "--server URL --enroll-secret SECRET [--state DIR] [--allow ACTION,...] [--interval DURATION] [--log-files PATH,...]",
+		usage: "--server URL --enroll-secret SECRET [--state DIR] [--allow ACTION,...] [--ca-file FILE] [--pin-sha256 PIN] [--insecure-http] [--interval DURATION] [--log-files PATH,...]",
 		run:   runAgent,
 	}
 }
@@ -30,9 +30,19 @@ type AgentConfig struct {
 	Interval     time.Duration // 0: the server's
 	LogFiles     string        // comma-separated; empty: agent.DefaultLogFiles
 	LogLevel     string
+	// CAFile holds the PEM certificates of a private CA that signed the
+	// server's certificate; empty means the system's roots.
+	CAFile string
+	// PinSHA256 pins the server's public key (agent.ParsePin).
+	PinSHA256 string
+	// InsecureHTTP allows a plain http:// server that is not on this
+	// machine.
+	InsecureHTTP bool
 
 	allow    []device.CommandType
 	logFiles []string
+	roots    *x509.CertPool
+	pin      []byte
 }
 
 // defaultStateDir is /var/lib/patchline-agent for root, else under the
@@ -74,11 +84,24 @@ func parseAllow(s string) ([]device.CommandType, error) {
 
 // Validate checks the configuration and fills in derived values.
 func (c *AgentConfig) Validate() error {
-	u, err := url.Parse(c.Server)
-	if c.Server == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("--server %q: want the http(s) URL of the control service", c.Server)
+	if err := agent.CheckServerURL(c.Server, c.InsecureHTTP); err != nil {
+		return err
 	}
 	c.Server = strings.TrimRight(c.Server, "/")
+	var err error
+	if c.CAFile != "" {
+		if c.roots, err = agent.LoadCAFile(c.CAFile); err != nil {
+			return fmt.Errorf("--ca-file: %w", err)
+		}
+	}
+	if c.PinSHA256 != "" {
+		if c.pin, err = agent.ParsePin(c.PinSHA256); err != nil {
+			return fmt.Errorf("--pin-sha256: %w", err)
+		}
+		if !strings.HasPrefix(c.Server, "https://") {
+			return fmt.Errorf("--pin-sha256 pins a certificate: it needs an https:// --server, not %s", c.Server)
+		}
+	}
 	if c.StateDir == "" {
 		return errors.New("--state: empty directory")
 	}
@@ -108,6 +131,9 @@ func runAgent(ctx context.Context, env *Env, args []string) error {
 	fs.StringVar(&c.Allow, "allow", "", "destructive actions this endpoint runs: install-updates, reboot, finish-feature-upgrade (default none)")
 	fs.DurationVar(&c.Interval, "interval", 0, "check-in interval (default: the server's, 60s)")
 	fs.StringVar(&c.LogFiles, "log-files", "", "comma-separated log files of a collect-logs bundle (default: the usual system logs)")
+	fs.StringVar(&c.CAFile, "ca-file", "", "PEM file of the CA that signed the server's certificate (default: the system's roots)")
+	fs.StringVar(&c.PinSHA256, "pin-sha256", "", "pin the server's public key: base64 SHA-256 of its SubjectPublicKeyInfo, as serve logs it (kept in the state and checked on every connection)")
+	fs.BoolVar(&c.InsecureHTTP, "insecure-http", false, "allow a plain http:// --server on another machine (credentials cross the network in the clear)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, env, args); err != nil {
 		return err
@@ -131,6 +157,8 @@ func runAgent(ctx context.Context, env *Env, args []string) error {
 		Allow:        c.allow,
 		Interval:     c.Interval,
 		AgentVersion: version,
+		Trust:        agent.NewTrust(c.roots),
+		Pin:          c.pin,
 		Logger:       logger,
 	})
 	logger.Info("agent starting", "server", c.Server, "state", c.StateDir, "allow", c.allow)

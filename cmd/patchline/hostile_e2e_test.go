@@ -271,6 +271,8 @@ type hostileCase struct {
 	// header too large or malformed), before any route, so its answer is
 	// not a problem document.
 	protocol bool
+	// want, when set, is the one status the case may get.
+	want int
 }
 
 // withParam fills the {param} templates of a path.
@@ -379,6 +381,36 @@ func hostileCases(rt openAPIRoute, methods []string, fill func(string) string, a
 		add(hostileCase{name: "body not UTF-8", target: real, header: ct, body: bytesBody("{\"ids\":[\"\xff\xfe\"],\"name\":\"\xff\",\"hostname\":\"\xc3\x28\"}")})
 		add(hostileCase{name: "body not JSON", target: real, header: ct, body: bytesBody("\x00\x01\x02")})
 		add(hostileCase{name: "two JSON values", target: real, header: ct, body: bytesBody(`{} {}`)})
+		if rt.method == "POST" && rt.path == "/agent/v1/checkin" {
+			// What an agent says about its endpoint is checked before it
+			// is stored: each of these is a 400 that names the field.
+			for _, c := range []struct{ name, field, value string }{
+				{"capability 0", "capability", `0`},
+				{"IP that is a host name", "ips", `["10.0.0.7","evil.example"]`},
+				{"IP with CR/LF", "ips", `["10.0.0.7\r\nX-Injected: 1"]`},
+				{"257 IPs", "ips", "[" + strings.TrimSuffix(strings.Repeat(`"10.0.0.1",`, 257), ",") + "]"},
+				{"unknown architecture", "arch", `"pdp11"`},
+				{"hostname with an escape sequence", "hostname", `"host\u001b[2J"`},
+				{"hostname of 300 bytes", "hostname", `"` + strings.Repeat("h", 300) + `"`},
+				{"os name with a C1 control", "os", `{"platform":"linux","name":"Debian\u0085","version":"12","build":"6.1"}`},
+				{"agent version with a newline", "agentVersion", `"1.0\nlevel=ERROR"`},
+				{"agent version of 100 bytes", "agentVersion", `"` + strings.Repeat("1", 100) + `"`},
+			} {
+				fields := map[string]string{"capability": "2", "hostname": `"hostile-01"`, "arch": `"amd64"`, "agentVersion": `"1.0.0"`,
+					"os": `{"platform":"linux","name":"Debian GNU/Linux","version":"12","build":"6.1"}`, "ips": `["10.0.0.7"]`}
+				fields[c.field] = c.value
+				var b strings.Builder
+				b.WriteString("{")
+				for _, k := range []string{"capability", "hostname", "arch", "agentVersion", "os", "ips"} {
+					if b.Len() > 1 {
+						b.WriteString(",")
+					}
+					fmt.Fprintf(&b, "%q:%s", k, fields[k])
+				}
+				b.WriteString("}")
+				add(hostileCase{name: "check-in with " + c.name, target: real, header: ct, body: bytesBody(b.String()), want: http.StatusBadRequest})
+			}
+		}
 		for _, n := range rt.bodyNumbers {
 			for _, v := range []string{"99999999999999999999", "1e309", "-1e309"} {
 				add(hostileCase{name: "body " + n + "=" + v, target: real, header: ct, body: bytesBody(setNested(n, v))})
@@ -416,6 +448,9 @@ func checkHostile(t *testing.T, listener string, c hostileCase, resp *hostileRes
 		}
 	}
 	switch {
+	case c.want != 0 && resp.status != c.want:
+		t.Errorf("%s: status %d, want %d: %.300s", what, resp.status, c.want, resp.body)
+		return
 	case resp.status >= 500:
 		t.Errorf("%s: status %d: %.300s", what, resp.status, resp.body)
 		return

@@ -92,21 +92,22 @@ func (m *Main) openLookup(ctx context.Context) (http.Handler, error) {
 		return nil, err
 	}
 	return lookupapi.New(lookupapi.Config{
-		Catalog:   db,
-		Logger:    m.Logger.With("service", "lookup"),
-		PublicURL: lookupPublicURL(m.Config.PublicURL, m.Config.CVEAddr),
-		Limiter:   limiter,
-		Proxies:   proxies,
-		Registry:  reg,
-		Status:    upstream.StatusHandler(db, db, statusOpt),
+		Catalog:    db,
+		Logger:     m.Logger.With("service", "lookup"),
+		PublicURL:  lookupPublicURL(m.Config.PublicURL, m.Config.CVEAddr, m.Config.TLS()),
+		MaxStreams: m.Config.MaxStreams,
+		Limiter:    limiter,
+		Proxies:    proxies,
+		Registry:   reg,
+		Status:     upstream.StatusHandler(db, db, statusOpt),
 	})
 }
 
 // lookupPublicURL is --public-url, or by default http://CVE-ADDR/api/v1
-// when the address names a host and a port a client can use. For a
-// wildcard host or port 0 it is empty: the links then use the Host header
-// of each request.
-func lookupPublicURL(publicURL, addr string) string {
+// (https:// when the listener serves TLS) when the address names a host
+// and a port a client can use. For a wildcard host or port 0 it is empty:
+// the links then use the Host header of each request.
+func lookupPublicURL(publicURL, addr string, tls bool) string {
 	if publicURL != "" {
 		return publicURL
 	}
@@ -117,5 +118,9 @@ func lookupPublicURL(publicURL, addr string) string {
 	if ip, err := netip.ParseAddr(host); err == nil && ip.IsUnspecified() {
 		return ""
 	}
-	return "http://" + net.JoinHostPort(host, port) + lookupapi.BasePath
+	scheme := "http://"
+	if tls {
+		scheme = "https://"
+	}
+	return scheme + net.JoinHostPort(host, port) + lookupapi.BasePath
 }

@@ -2,6 +2,10 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,12 +18,13 @@ import (
 	"time"
 
 	"github.com/patchline/patchline/internal/cve"
+	"github.com/patchline/patchline/internal/lookupapi"
 	"github.com/patchline/patchline/internal/upstream"
 )
 
 func init() {
 	commands["serve"] = command{
-		usage: "[--data DIR] [--catalog-db DSN] [--control-db DSN] [--cve-addr HOST:PORT] [--control-addr HOST:PORT] [--rate-limit N/DURATION|off] [--redis URL] [--public-url URL] [--sync-every DURATION] [--nvd-api-key KEY]",
+		usage: "[--data DIR] [--catalog-db DSN] [--control-db DSN] [--cve-addr HOST:PORT] [--control-addr HOST:PORT] [--tls-cert FILE --tls-key FILE] [--rate-limit N/DURATION|off] [--redis URL] [--public-url URL] [--max-streams N] [--sync-every DURATION] [--nvd-api-key KEY]",
 		run:   runServe,
 	}
 }
@@ -46,7 +51,20 @@ type ServeConfig struct {
 	SyncSources string
 	// Sync are the options of the sync.
 	Sync SyncOptions
+	// TLSCert and TLSKey are PEM files of the certificate (chain first,
+	// then intermediates) and private key both listeners serve TLS with;
+	// both empty means plain HTTP.
+	TLSCert, TLSKey string
+	// MaxStreams bounds the bulk streams the lookup API serves at once;
+	// 0 means lookupapi.DefaultMaxStreams.
+	MaxStreams int
+
+	// tlsCert is the certificate Validate loaded.
+	tlsCert *tls.Certificate
 }
+
+// TLS reports whether the listeners serve TLS.
+func (c *ServeConfig) TLS() bool { return c.tlsCert != nil }
 
 // bindServeFlags defines the flags of serve on fs.
 func bindServeFlags(fs *flag.FlagSet, c *ServeConfig) {
@@ -59,6 +77,9 @@ func bindServeFlags(fs *flag.FlagSet, c *ServeConfig) {
 	fs.StringVar(&c.Redis, "redis", "", "redis:// URL for a rate limit shared by all replicas")
 	fs.StringVar(&c.PublicURL, "public-url", "", "base URL of the lookup service as clients see it (default http://CVE-ADDR/api/v1)")
 	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "", "comma-separated CIDRs of reverse proxies whose X-Forwarded-For is trusted")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate (with its intermediates) to serve both listeners over TLS; needs --tls-key")
+	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
+	fs.IntVar(&c.MaxStreams, "max-streams", lookupapi.DefaultMaxStreams, "bulk streams of the lookup API served at once per replica; more get 503")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&c.SyncEvery, "sync-every", 0, "sync the catalog from the upstream feeds at this interval (0: off)")
 	fs.StringVar(&c.SyncSources, "sync-sources", "", "comma-separated SOURCE or SOURCE=URL to sync (default all, at their upstream URLs)")
@@ -82,7 +103,58 @@ func (c *ServeConfig) Validate() error {
 		return fmt.Errorf("--public-url %q: want an http(s) URL", c.PublicURL)
 	}
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	switch {
+	case c.MaxStreams < 0:
+		return fmt.Errorf("--max-streams %d: want at least 1", c.MaxStreams)
+	case c.MaxStreams == 0:
+		c.MaxStreams = lookupapi.DefaultMaxStreams
+	}
+	if err := c.loadTLS(); err != nil {
+		return err
+	}
 	return c.validateSync()
+}
+
+// loadTLS loads the certificate and key of --tls-cert and --tls-key.
+func (c *ServeConfig) loadTLS() error {
+	switch {
+	case c.TLSCert == "" && c.TLSKey == "":
+		c.tlsCert = nil
+		return nil
+	case c.TLSCert == "":
+		return errors.New("--tls-key needs --tls-cert: give both to serve TLS, or neither")
+	case c.TLSKey == "":
+		return errors.New("--tls-cert needs --tls-key: give both to serve TLS, or neither")
+	}
+	cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+	if err != nil {
+		return fmt.Errorf("--tls-cert %s, --tls-key %s: %w", c.TLSCert, c.TLSKey, err)
+	}
+	if cert.Leaf == nil {
+		if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return fmt.Errorf("--tls-cert %s: %w", c.TLSCert, err)
+		}
+	}
+	c.tlsCert = &cert
+	return nil
+}
+
+// serverTLSConfig is the TLS configuration of both listeners: TLS 1.2 at
+// least and, for 1.2, only ECDHE key exchange with AEAD ciphers (TLS 1.3
+// has nothing else).
+func serverTLSConfig(cert *tls.Certificate) *tls.Config {
+	return &tls.Config{
+		Certificates: []tls.Certificate{*cert},
+		MinVersion:   tls.VersionTLS12,
+		CipherSuites: []uint16{
+			tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+			tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+			tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+			tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+			tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+			tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+		},
+	}
 }
 
 func runServe(ctx context.Context, env *Env, args []string) error {
@@ -153,12 +225,24 @@ func (m *Main) Run(ctx context.Context) error {
 		{name: "lookup", addr: m.Config.CVEAddr, handler: lookup},
 		{name: "control", addr: m.Config.ControlAddr, handler: control},
 	}
+	if c := m.Config.tlsCert; c != nil {
+		sum := sha256.Sum256(c.Leaf.RawSubjectPublicKeyInfo)
+		// The pin is what agents take in --pin-sha256.
+		m.Logger.Info("serving TLS", "subject", c.Leaf.Subject.String(), "not_after", c.Leaf.NotAfter.UTC().Format(time.RFC3339),
+			"pin_sha256", base64.StdEncoding.EncodeToString(sum[:]))
+		if time.Now().After(c.Leaf.NotAfter) {
+			m.Logger.Warn("the TLS certificate has expired", "not_after", c.Leaf.NotAfter.UTC().Format(time.RFC3339))
+		}
+		for _, s := range servers {
+			s.tls = serverTLSConfig(c)
+		}
+	}
 	errc := make(chan error, len(servers))
 	for _, s := range servers {
 		if err := s.listen(); err != nil {
 			return err
 		}
-		m.Logger.Info("listening", "service", s.name, "addr", s.ln.Addr().String())
+		m.Logger.Info("listening", "service", s.name, "addr", s.ln.Addr().String(), "tls", s.tls != nil)
 		go func() { errc <- s.serve() }()
 	}
 	select {
@@ -190,6 +274,7 @@ func (m *Main) Close() error {
 type namedServer struct {
 	name, addr string
 	handler    http.Handler
+	tls        *tls.Config // nil: plain HTTP
 	ln         net.Listener
 	srv        *http.Server
 }
@@ -202,17 +287,28 @@ func (s *namedServer) listen() error {
 	s.ln = ln
 	s.srv = &http.Server{
 		Handler:           s.handler,
+		TLSConfig:         s.tls,
 		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		WriteTimeout:      10 * time.Minute, // bulk streams of the whole catalog
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
+		// A request is read within a minute; the one route that takes
+		// longer (an agent's log bundle, 32 MiB over a slow link) moves
+		// its own deadline (controlapi.LogBundleReadTimeout).
+		ReadTimeout:    60 * time.Second,
+		WriteTimeout:   10 * time.Minute, // bulk streams of the whole catalog
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: 64 << 10,
 	}
 	return nil
 }
 
 func (s *namedServer) serve() error {
-	if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	var err error
+	if s.tls != nil {
+		// The certificate is in the TLSConfig; ServeTLS adds HTTP/2.
+		err = s.srv.ServeTLS(s.ln, "", "")
+	} else {
+		err = s.srv.Serve(s.ln)
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("%s: %w", s.name, err)
 	}
 	return nil

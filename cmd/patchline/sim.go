@@ -2,24 +2,29 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
+	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
+	"github.com/patchline/patchline/internal/agent"
 	"github.com/patchline/patchline/internal/device"
 	"github.com/patchline/patchline/internal/sim"
 )
 
 func init() {
 	commands["sim"] = command{
-		usage: "--server URL --enroll-secret SECRET --agents N [--interval DURATION] [--time-scale F] [--failure-rate P] [--seed N] [--allow ACTION,...]",
+		usage: "--server URL --enroll-secret SECRET --agents N [--interval DURATION] [--time-scale F] [--failure-rate P] [--seed N] [--allow ACTION,...] [--ca-file FILE] [--pin-sha256 PIN] [--insecure-http]",
 		run:   runSim,
 	}
 }
 
 func runSim(ctx context.Context, env *Env, args []string) error {
 	var c sim.Config
-	var allow, level string
+	var allow, level, caFile, pinFlag string
+	var insecureHTTP bool
 	fs := newFlags("sim", env)
 	fs.StringVar(&c.Server, "server", "", "URL of the control service")
 	fs.StringVar(&c.EnrollSecret, "enroll-secret", "", "enrollment secret (ples_…)")
@@ -29,6 +34,9 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 	fs.Float64Var(&c.FailureRate, "failure-rate", 0.05, "probability that an update or a feature upgrade fails")
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed of the fleet: the same seed gives the same endpoints")
 	fs.StringVar(&allow, "allow", "install-updates,reboot,finish-feature-upgrade", "destructive actions the simulated endpoints run")
+	fs.StringVar(&caFile, "ca-file", "", "PEM file of the CA that signed the server's certificate (default: the system's roots)")
+	fs.StringVar(&pinFlag, "pin-sha256", "", "pin the server's public key: base64 SHA-256 of its SubjectPublicKeyInfo")
+	fs.BoolVar(&insecureHTTP, "insecure-http", false, "allow a plain http:// --server on another machine")
 	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, env, args); err != nil {
 		return err
@@ -36,10 +44,35 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 	if fs.NArg() > 0 {
 		return errUsage
 	}
-	if !strings.HasPrefix(c.Server, "http://") && !strings.HasPrefix(c.Server, "https://") {
-		return fmt.Errorf("--server %q: want the http(s) URL of the control service", c.Server)
+	if err := agent.CheckServerURL(c.Server, insecureHTTP); err != nil {
+		return err
 	}
+	var roots *x509.CertPool
 	var err error
+	if caFile != "" {
+		if roots, err = agent.LoadCAFile(caFile); err != nil {
+			return fmt.Errorf("--ca-file: %w", err)
+		}
+	}
+	trust := agent.NewTrust(roots)
+	if pinFlag != "" {
+		pin, err := agent.ParsePin(pinFlag)
+		if err != nil {
+			return fmt.Errorf("--pin-sha256: %w", err)
+		}
+		trust.SetPin(pin)
+	}
+	if strings.HasPrefix(c.Server, "https://") {
+		// One client for the whole fleet, as sim.New would make, with the
+		// certificate checks of the real agent.
+		u, _ := url.Parse(c.Server)
+		c.HTTP = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+			MaxIdleConns: c.Agents, MaxIdleConnsPerHost: c.Agents, IdleConnTimeout: 90 * time.Second,
+			TLSClientConfig: trust.TLSConfig(u.Hostname()),
+		}}
+	} else if pinFlag != "" {
+		return fmt.Errorf("--pin-sha256 pins a certificate: it needs an https:// --server, not %s", c.Server)
+	}
 	if c.Allow, err = parseAllow(allow); err != nil {
 		return err
 	}

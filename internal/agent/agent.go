@@ -18,6 +18,7 @@ package agent
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -25,7 +26,9 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"net/http"
+	"net/url"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,7 +59,16 @@ type Config struct {
 	// keeps the server's.
 	Interval     time.Duration
 	AgentVersion string
-	// HTTP sends the requests; nil means a default client.
+	// Trust verifies the server's certificate; nil means the system's
+	// roots. It is used when HTTP is nil.
+	Trust *Trust
+	// Pin pins the server's public key (see Trust): it is checked at
+	// enrollment, stored with the identity and checked on every
+	// connection from then on. Nil keeps the pin stored at enrollment,
+	// if there is one.
+	Pin []byte
+	// HTTP sends the requests; nil means a client of Trust. A given
+	// client verifies certificates its own way, so it takes no Pin.
 	HTTP   *http.Client
 	Logger *slog.Logger
 	// Rand draws the jitter; nil means the process-wide source.
@@ -70,8 +82,16 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Server == "":
 		return errors.New("agent: no server URL")
+	case !validURL(c.Server):
+		return fmt.Errorf("agent: server %q is not an http(s) URL", c.Server)
 	case c.State == nil || c.Endpoint == nil:
 		return errors.New("agent: a state and an endpoint are required")
+	case c.Pin != nil && c.HTTP != nil:
+		return errors.New("agent: a pin needs the agent's own HTTP client")
+	case c.Pin != nil && len(c.Pin) != sha256.Size:
+		return errors.New("agent: a pin is a SHA-256 digest of 32 bytes")
+	case c.Pin != nil && !strings.HasPrefix(c.Server, "https://"):
+		return fmt.Errorf("agent: a pin needs an https:// server, not %s", c.Server)
 	}
 	for _, t := range c.Allow {
 		if !IsDestructive(t) {
@@ -86,6 +106,8 @@ type Agent struct {
 	cfg    Config
 	log    *slog.Logger
 	client *Client
+	trust  *Trust // nil when Config.HTTP was given
+	pin    []byte // the pin in force
 	now    func() time.Time
 	run    string // identifies this run in provisional results
 
@@ -109,7 +131,62 @@ func New(c Config) *Agent {
 	rand.Read(b)
 	a.run = hex.EncodeToString(b)
 	a.client = &Client{BaseURL: c.Server, HTTP: c.HTTP, UserAgent: "patchline-agent/" + c.AgentVersion}
+	if c.HTTP == nil {
+		a.trust = c.Trust
+		if a.trust == nil {
+			a.trust = NewTrust(nil)
+		}
+		if hc, err := a.trust.Client(c.Server); err == nil {
+			a.client.HTTP = hc
+		}
+		a.setPin(c.Pin)
+	}
 	return a
+}
+
+func validURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// setPin puts pin in force for the connections that follow.
+func (a *Agent) setPin(pin []byte) {
+	a.pin = pin
+	if a.trust != nil {
+		a.trust.SetPin(pin)
+	}
+}
+
+// usePin reconciles the pin of the configuration with the one stored with
+// the identity: a pin given in the configuration replaces the stored one
+// (and is stored), otherwise the stored one is in force.
+func (a *Agent) usePin(id *Identity) error {
+	if a.trust == nil {
+		return nil
+	}
+	if a.cfg.Pin != nil {
+		if want := FormatPin(a.cfg.Pin); id.PinSHA256 != want {
+			if id.PinSHA256 != "" {
+				a.log.Warn("replacing the pin stored at enrollment", "stored", id.PinSHA256, "pin", want)
+			}
+			id.PinSHA256 = want
+			if err := a.cfg.State.SaveIdentity(id); err != nil {
+				return stateErr(err)
+			}
+		}
+		a.setPin(a.cfg.Pin)
+		return nil
+	}
+	if id.PinSHA256 == "" {
+		a.setPin(nil)
+		return nil
+	}
+	pin, err := ParsePin(id.PinSHA256)
+	if err != nil {
+		return stateErr(fmt.Errorf("the pin stored with the identity: %w", err))
+	}
+	a.setPin(pin)
+	return nil
 }
 
 // AgentID returns the id of the enrolled agent, "" before enrollment.
@@ -198,7 +275,11 @@ func (a *Agent) Run(ctx context.Context) error {
 			return err
 		case err != nil && Transient(err):
 			d := bo.Next()
-			a.log.Warn("check-in failed, backing off", "err", err, "retry_in", d.Round(time.Millisecond), "failures", bo.Failures())
+			level := slog.LevelWarn
+			if certErr := (*CertificateError)(nil); errors.As(err, &certErr) {
+				level = slog.LevelError
+			}
+			a.log.Log(ctx, level, "check-in failed, backing off", "err", err, "retry_in", d.Round(time.Millisecond), "failures", bo.Failures())
 			if !sleep(ctx, d) {
 				return nil
 			}
@@ -236,6 +317,9 @@ func (a *Agent) ensureEnrolled(ctx context.Context, bo *Backoff) error {
 			return err
 		}
 		if id != nil && id.Server == a.cfg.Server {
+			if err := a.usePin(id); err != nil {
+				return err
+			}
 			if a.client.Credential() != id.Credential {
 				a.client.SetCredential(id.Credential)
 			}
@@ -246,6 +330,8 @@ func (a *Agent) ensureEnrolled(ctx context.Context, bo *Backoff) error {
 			if err := a.cfg.State.Reset(); err != nil {
 				return err
 			}
+			// Its pin was that server's.
+			a.setPin(a.cfg.Pin)
 		}
 		err = a.enroll(ctx)
 		if err == nil {
@@ -259,7 +345,12 @@ func (a *Agent) ensureEnrolled(ctx context.Context, bo *Backoff) error {
 			return err
 		}
 		d := bo.Next()
-		a.log.Warn("enrollment failed", "err", err, "retry_in", d.Round(time.Millisecond))
+		var certErr *CertificateError
+		if errors.As(err, &certErr) {
+			a.log.Error("enrollment refused: the server's certificate", "err", err, "retry_in", d.Round(time.Millisecond))
+		} else {
+			a.log.Warn("enrollment failed", "err", err, "retry_in", d.Round(time.Millisecond))
+		}
 		if !sleep(ctx, d) {
 			return ctx.Err()
 		}
@@ -286,6 +377,9 @@ func (a *Agent) enroll(ctx context.Context) error {
 	}
 	a.serverCap = resp.Capability
 	id := &Identity{Server: a.cfg.Server, AgentID: resp.AgentID, Credential: resp.Credential, EnrolledAt: a.now().UTC()}
+	if a.pin != nil && a.trust != nil {
+		id.PinSHA256 = FormatPin(a.pin)
+	}
 	if err := a.cfg.State.SaveIdentity(id); err != nil {
 		return stateErr(err)
 	}

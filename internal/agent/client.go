@@ -21,9 +21,16 @@ import (
 type Client struct {
 	// BaseURL is the control service, e.g. http://127.0.0.1:8081.
 	BaseURL string
-	// HTTP sends the requests; nil means a client with a 30-second
-	// timeout per request.
+	// HTTP sends the requests; nil means a client of the system's
+	// roots. Requests are bounded by RequestTimeout and UploadTimeout
+	// besides any timeout of HTTP itself.
 	HTTP *http.Client
+	// RequestTimeout bounds a request of the protocol; zero means 30
+	// seconds.
+	RequestTimeout time.Duration
+	// UploadTimeout bounds the upload of a log bundle (32 MiB at most);
+	// zero means 15 minutes, which a link of about 300 kbit/s needs.
+	UploadTimeout time.Duration
 	// UserAgent names the agent in requests.
 	UserAgent string
 
@@ -46,7 +53,13 @@ func (c *Client) Credential() string {
 	return c.credential
 }
 
-var defaultHTTP = &http.Client{Timeout: 30 * time.Second}
+var defaultHTTP = &http.Client{}
+
+// Default timeouts of a Client.
+const (
+	DefaultRequestTimeout = 30 * time.Second
+	DefaultUploadTimeout  = 15 * time.Minute
+)
 
 // StatusError is an answer of the server other than success.
 type StatusError struct {
@@ -125,6 +138,12 @@ func (c *Client) Report(ctx context.Context, commandID string, r *agentproto.Rep
 // UploadLogBundle uploads the log bundle of a collect-logs command.
 func (c *Client) UploadLogBundle(ctx context.Context, commandID, contentType string, bundle []byte) error {
 	path := strings.Replace(agentproto.PathLogBundle, "{id}", url.PathEscape(commandID), 1)
+	timeout := c.UploadTimeout
+	if timeout <= 0 {
+		timeout = DefaultUploadTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, strings.TrimRight(c.BaseURL, "/")+path, bytes.NewReader(bundle))
 	if err != nil {
 		return fmt.Errorf("upload log bundle of %s: %w", commandID, err)
@@ -138,6 +157,12 @@ func (c *Client) do(ctx context.Context, op, method, path string, body, out any,
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
+	timeout := c.RequestTimeout
+	if timeout <= 0 {
+		timeout = DefaultRequestTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.BaseURL, "/")+path, bytes.NewReader(b))
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)

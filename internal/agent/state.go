@@ -21,6 +21,9 @@ type Identity struct {
 	AgentID    string    `json:"agentId"`
 	Credential string    `json:"credential"` // "<agentId>.<plat_…>"
 	EnrolledAt time.Time `json:"enrolledAt"`
+	// PinSHA256 is the pin of the server's public key (see Trust) that
+	// every connection checks, "" for none.
+	PinSHA256 string `json:"pinSha256,omitempty"`
 }
 
 // PendingResult is the result of a command not yet delivered to the

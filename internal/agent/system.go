@@ -177,6 +177,9 @@ func addresses() []string {
 			continue
 		}
 		out = append(out, ipn.IP.String())
+		if len(out) == agentproto.MaxIPs {
+			break // the server takes no more
+		}
 	}
 	return out
 }

@@ -27,6 +27,29 @@ import (
 //	   a removed agent.
 const CapabilityVersion = 2
 
+// MinCapabilityVersion is the oldest protocol version a server accepts.
+// Newer agents than the server are welcome: they speak the server's
+// version, which every answer names.
+const MinCapabilityVersion = 1
+
+// Architectures are the values of EnrollRequest.Arch and
+// CheckInRequest.Arch: the GOARCH of the agent's build. An empty Arch
+// means the agent did not say.
+var Architectures = []string{"386", "amd64", "arm", "arm64", "loong64", "mips", "mips64", "mips64le", "mipsle", "ppc64", "ppc64le", "riscv64", "s390x"}
+
+// KnownArch reports whether arch is one of Architectures.
+func KnownArch(arch string) bool {
+	for _, a := range Architectures {
+		if a == arch {
+			return true
+		}
+	}
+	return false
+}
+
+// MaxIPs bounds the addresses of CheckInRequest.IPs.
+const MaxIPs = 256
+
 // Routes of the protocol.
 const (
 	PathEnroll    = "/agent/v1/enroll"

@@ -19,7 +19,7 @@ type EventType struct {
 // and the tests are checked against.
 var Events = []EventType{
 	{"api.request", "an API-key request to /api that did nothing more specific (reads, and refused requests other than 401)", func() Event { return new(APIRequest) }},
-	{"api.auth_failed", "a request to /api answered 401: no key, a malformed, unknown, wrong, expired or revoked key", func() Event { return new(APIAuthFailed) }},
+	{"api.auth_failed", "a request to /api answered 401 (no key, a malformed, unknown, wrong, expired or revoked key), or 429 while its address was throttled for failed keys", func() Event { return new(APIAuthFailed) }},
 	{"command.queued", "an API request queued commands for agents", func() Event { return new(CommandsQueued) }},
 	{"command.canceled", "an API request canceled a command", func() Event { return new(CommandCanceled) }},
 	{"agent.enrolled", "an agent enrolled with an enrollment secret", func() Event { return new(AgentEnrolled) }},
@@ -63,10 +63,11 @@ type APIRequest struct{}
 // Action implements Event.
 func (APIRequest) Action() string { return "api.request" }
 
-// APIAuthFailed is a request refused with 401.
+// APIAuthFailed is a request refused with 401, or with 429 because its
+// address failed too often.
 type APIAuthFailed struct {
 	// Reason is one of "missing key", "malformed key", "unknown key",
-	// "wrong secret", "expired key", "revoked key".
+	// "wrong secret", "expired key", "revoked key", "throttled".
 	Reason string `json:"reason"`
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -80,7 +81,7 @@ func (s *Server) wrap(access Access, h handlerFunc) http.Handler {
 
 // newReqCtx starts the context of a request.
 func (s *Server) newReqCtx(r *http.Request) *reqCtx {
-	return &reqCtx{now: s.now(), addr: s.clientAddress(r), secure: s.cfg.SecureCookies || r.TLS != nil}
+	return &reqCtx{now: s.now(), addr: s.clientAddress(r), secure: s.overTLS(r)}
 }
 
 // notFound answers a request that no route matches. It changes nothing,
@@ -233,14 +234,14 @@ func (s *Server) setCookie(w http.ResponseWriter, r *http.Request, name, value s
 		Path:     "/",
 		MaxAge:   int(maxAge / time.Second),
 		HttpOnly: true,
-		Secure:   s.cfg.SecureCookies || r.TLS != nil,
+		Secure:   s.overTLS(r),
 		SameSite: http.SameSiteLaxMode,
 	})
 }
 
 // clearCookie deletes a cookie.
 func (s *Server) clearCookie(w http.ResponseWriter, r *http.Request, name string) {
-	clearCookie(w, name, s.cfg.SecureCookies || r.TLS != nil)
+	clearCookie(w, name, s.overTLS(r))
 }
 
 func clearCookie(w http.ResponseWriter, name string, secure bool) {
@@ -287,6 +288,19 @@ func readFlash(r *http.Request) flash {
 
 // clientAddress returns the address of the client, through trusted
 // proxies.
+// overTLS reports whether the browser reached the console over TLS: the
+// request came over TLS, or through one of the trusted proxies that says
+// so in X-Forwarded-Proto, or SecureCookies says the console is only ever
+// reached that way.
+func (s *Server) overTLS(r *http.Request) bool {
+	if r.TLS != nil || s.cfg.SecureCookies {
+		return true
+	}
+	peer, err := netip.ParseAddrPort(r.RemoteAddr)
+	return err == nil && s.cfg.TrustedProxies.Contains(peer.Addr().Unmap()) &&
+		strings.EqualFold(strings.TrimSpace(r.Header.Get("X-Forwarded-Proto")), "https")
+}
+
 func (s *Server) clientAddress(r *http.Request) string {
 	if a := s.cfg.TrustedProxies.ClientAddr(r); a.IsValid() {
 		return a.String()

@@ -79,9 +79,9 @@ type Config struct {
 	// the client, for the audit log and sign-in throttling.
 	TrustedProxies ratelimit.Proxies
 
-	// SecureCookies marks cookies Secure even on plain HTTP requests, for
-	// a console behind a proxy that terminates TLS. Requests that arrive
-	// over TLS always get Secure cookies.
+	// SecureCookies marks cookies Secure even on plain HTTP requests, and
+	// sends Strict-Transport-Security, for a console behind a proxy that
+	// terminates TLS. Requests that arrive over TLS always get both.
 	SecureCookies bool
 
 	// Now returns the current time; nil means time.Now.
@@ -257,6 +257,11 @@ func (s *Server) Routes() []Route {
 // checks the CSRF token and authorizes).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	securityHeaders(w.Header())
+	if s.overTLS(r) {
+		// Over TLS (or behind a proxy that terminates it), browsers are
+		// told to use nothing else for this host from now on.
+		w.Header().Set("Strict-Transport-Security", strictTransportSecurity)
+	}
 	if err := s.cross.Check(r); err != nil {
 		c := s.newReqCtx(r)
 		s.writeError(w, r, c, errs.Forbiddenf("This request came from another site, so it was refused. Open the console directly and try again."))
@@ -268,6 +273,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // contentSecurityPolicy allows the console's own script, stylesheet and
 // images (and data: images, for the TOTP QR code) and nothing else.
 const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+
+// strictTransportSecurity is the Strict-Transport-Security of a console
+// served over TLS: one year. It names no subdomains and asks for no
+// preloading, which are decisions about the whole domain.
+const strictTransportSecurity = "max-age=31536000"
 
 // securityHeaders sets the headers of every console response.
 func securityHeaders(h http.Header) {

@@ -101,6 +101,8 @@ func FuzzAgentRoutes(f *testing.F) {
 		{1, "application/json", `{"capability":2,"hostname":"fuzz-host","os":{"platform":"linux"},"featureUpgrade":{"state":"sideways"}}`},
 		{1, "application/json", "{\"capability\":2,\"hostname\":\"h\xff\",\"os\":{\"platform\":\"linux\"}}"},
 		{1, "application/json", `{"capability":99999999999999999999}`},
+		{1, "application/json", `{"capability":2,"hostname":"fuzz-host","os":{"platform":"linux"},"arch":"pdp11","ips":["10.0.0.1","::1%eth0","evil.example"]}`},
+		{1, "application/json", `{"capability":2,"hostname":"fuzz-host\u0085","os":{"platform":"linux","name":"\u001b[2J"},"agentVersion":"1\n2"}`},
 		{1, "application/json", strings.Repeat("[", 200)},
 		{2, "application/json", `{"state":"running"}`},
 		{2, "application/json", `{"state":"failed","result":{"message":"not allowed by this endpoint's local policy","exitCode":1,"data":{"a":1}}}`},

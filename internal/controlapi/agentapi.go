@@ -9,6 +9,10 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/patchline/patchline/internal/agentproto"
@@ -27,16 +31,85 @@ func decodeAgentJSON(w http.ResponseWriter, r *http.Request, max int64, v any) e
 	return httpx.DecodeJSONLenient(w, r, max, v)
 }
 
+// Bounds of what an agent reports about itself.
+const (
+	maxOSField       = 200 // bytes of os.name, os.version, os.build
+	maxAgentVersion  = 64  // bytes of agentVersion
+	maxFeatureTarget = 200 // bytes of featureUpgrade.target
+)
+
+// checkText refuses a reported string longer than max bytes or holding a
+// control character (C0, DEL, C1), which would end up in pages, logs and
+// terminals as it was sent.
+func checkText(field, v string, max int) error {
+	if len(v) > max {
+		return errs.Invalidf("%s must have at most %d bytes, got %d", field, max, len(v))
+	}
+	if strings.ContainsFunc(v, unicode.IsControl) {
+		return errs.Invalidf("%s must not contain control characters", field)
+	}
+	return nil
+}
+
 func checkOS(os agentproto.OS) error {
 	if !device.ValidPlatform(os.Platform) {
-		return errs.Invalidf("os.platform must be windows, macos or linux, got %q", os.Platform)
+		return errs.Invalidf("os.platform must be windows, macos or linux, got %q", truncate(os.Platform))
 	}
-	for _, f := range []string{os.Name, os.Version, os.Build} {
-		if len(f) > 200 {
-			return errs.Invalidf("os fields must have at most 200 bytes")
+	for _, f := range []struct{ name, v string }{{"os.name", os.Name}, {"os.version", os.Version}, {"os.build", os.Build}} {
+		if err := checkText(f.name, f.v, maxOSField); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// checkIdentity checks what both enrollment and check-in say about the
+// endpoint: hostname, operating system, architecture, agent version and
+// the protocol version.
+func checkIdentity(capability int, hostname string, os agentproto.OS, arch, agentVersion string) error {
+	if capability < agentproto.MinCapabilityVersion {
+		return errs.Invalidf("capability %d is not supported: this server speaks protocol versions %d to %d",
+			capability, agentproto.MinCapabilityVersion, agentproto.CapabilityVersion)
+	}
+	if err := device.CheckHostname(hostname); err != nil {
+		return err
+	}
+	if err := checkText("hostname", hostname, 255); err != nil {
+		return err // a C1 control, which CheckHostname lets through
+	}
+	if err := checkOS(os); err != nil {
+		return err
+	}
+	if arch != "" && !agentproto.KnownArch(arch) {
+		return errs.Invalidf("arch %q is not a known architecture: want one of %s", truncate(arch), strings.Join(agentproto.Architectures, ", "))
+	}
+	return checkText("agentVersion", agentVersion, maxAgentVersion)
+}
+
+// checkIPs refuses addresses that are not IP addresses, and more of them
+// than agentproto.MaxIPs.
+func checkIPs(ips []string) error {
+	if len(ips) > agentproto.MaxIPs {
+		return errs.Invalidf("ips may list at most %d addresses, got %d", agentproto.MaxIPs, len(ips))
+	}
+	for i, ip := range ips {
+		if _, err := netip.ParseAddr(ip); err != nil {
+			return errs.Invalidf("ips[%d] %q is not an IP address", i, truncate(ip))
+		}
+	}
+	return nil
+}
+
+// truncate shortens a client's value quoted in a message.
+func truncate(s string) string {
+	if len(s) <= 64 {
+		return s
+	}
+	n := 64
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 func (s *Server) enroll(w http.ResponseWriter, r *http.Request) error {
@@ -45,16 +118,11 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if !apikey.CheckSecret(device.EnrollSecretPrefix, req.EnrollSecret) {
+		s.failedSecret(r)
 		return errs.Unauthorizedf("malformed enrollment secret")
 	}
-	if err := device.CheckHostname(req.Hostname); err != nil {
+	if err := checkIdentity(req.Capability, req.Hostname, req.OS, req.Arch, req.AgentVersion); err != nil {
 		return err
-	}
-	if err := checkOS(req.OS); err != nil {
-		return err
-	}
-	if req.Capability < 1 {
-		return errs.Invalidf("capability must be at least 1")
 	}
 	now := s.now().UTC()
 	credential := apikey.NewSecret(device.AgentCredentialPrefix)
@@ -71,6 +139,9 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) error {
 		FeatureUpgrade: device.FeatureUpgrade{State: device.FeatureUpgradeNone},
 	}
 	if err := s.cfg.Agents.EnrollAgent(r.Context(), apikey.HashSecret(req.EnrollSecret), a); err != nil {
+		if errors.Is(err, errs.ErrUnauthorized) {
+			s.failedSecret(r)
+		}
 		return err
 	}
 	e := &audit.Entry{
@@ -100,10 +171,13 @@ func (s *Server) checkIn(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeAgentJSON(w, r, agentproto.MaxRequestBytes, &req); err != nil {
 		return err
 	}
-	if err := device.CheckHostname(req.Hostname); err != nil {
+	if err := checkIdentity(req.Capability, req.Hostname, req.OS, req.Arch, req.AgentVersion); err != nil {
 		return err
 	}
-	if err := checkOS(req.OS); err != nil {
+	if err := checkIPs(req.IPs); err != nil {
+		return err
+	}
+	if err := checkText("featureUpgrade.target", req.FeatureUpgrade.Target, maxFeatureTarget); err != nil {
 		return err
 	}
 	fu := device.FeatureUpgrade(req.FeatureUpgrade)
@@ -111,7 +185,7 @@ func (s *Server) checkIn(w http.ResponseWriter, r *http.Request) error {
 		fu.State = device.FeatureUpgradeNone
 	}
 	if !device.ValidFeatureUpgradeState(fu.State) {
-		return errs.Invalidf("featureUpgrade.state %q is not one of the known states", fu.State)
+		return errs.Invalidf("featureUpgrade.state %q is not one of the known states", truncate(fu.State))
 	}
 	c := device.CheckIn{
 		Time:           s.now(),
@@ -253,6 +327,10 @@ var logBundleTypes = map[string]bool{
 	"application/octet-stream": true,
 }
 
+// LogBundleReadTimeout is how long an agent may take to send a log bundle:
+// 32 MiB at about 300 kbit/s.
+const LogBundleReadTimeout = 15 * time.Minute
+
 func (s *Server) uploadLogBundle(w http.ResponseWriter, r *http.Request) error {
 	ri := requestInfoFrom(r.Context())
 	if ri.agent.RemovedAt != nil {
@@ -269,6 +347,15 @@ func (s *Server) uploadLogBundle(w http.ResponseWriter, r *http.Request) error {
 	}
 	if r.ContentLength > agentproto.MaxLogBundleBytes {
 		return errs.TooLargef("a log bundle may have at most %d bytes", agentproto.MaxLogBundleBytes)
+	}
+	// The listener reads a request within a minute; a whole bundle over a
+	// slow link gets longer, and the answer a moment more after it.
+	rc := http.NewResponseController(w)
+	if err := rc.SetReadDeadline(time.Now().Add(LogBundleReadTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	if err := rc.SetWriteDeadline(time.Now().Add(LogBundleReadTimeout + time.Minute)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, agentproto.MaxLogBundleBytes))
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/patchline/patchline/internal/errs"
 	"github.com/patchline/patchline/internal/exposure"
 	"github.com/patchline/patchline/internal/httpx"
+	"github.com/patchline/patchline/internal/ratelimit"
 )
 
 // Config is what the server needs. Every store must be set; one value may
@@ -105,13 +106,14 @@ type Server struct {
 	log    *slog.Logger
 	now    func() time.Time
 	routes []Route
+	fails  *ratelimit.Failures // failed authentications per client address
 	api    *http.ServeMux
 	agent  *http.ServeMux
 }
 
 // New returns a server for c.
 func New(c Config) *Server {
-	s := &Server{cfg: c, log: c.Logger, now: c.Now}
+	s := &Server{cfg: c, log: c.Logger, now: c.Now, fails: newFailureThrottle()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -76,6 +76,8 @@ func TestHostileQueriesAndPaths(t *testing.T) {
 		{"q not UTF-8", BasePath + "/cve?q=%ff%fe", http.StatusBadRequest, true},
 		{"cursor not UTF-8", BasePath + "/cve?cursor=%ff", http.StatusBadRequest, true},
 		{"stream query malformed", BasePath + "/cve/bulk.jsonl?after=%zz", http.StatusBadRequest, true},
+		{"stream query not UTF-8", BasePath + "/cve/bulk.jsonl?after=%ff%fe", http.StatusBadRequest, true},
+		{"stream parameter name not UTF-8", BasePath + "/cve/modified.csv?%ff=1", http.StatusBadRequest, true},
 		{"dot segments", BasePath + "/cve/../../etc/passwd", http.StatusBadRequest, true},
 		{"double slash", BasePath + "//cve", http.StatusBadRequest, true},
 		{"trailing dot", BasePath + "/cve/.", http.StatusBadRequest, true},

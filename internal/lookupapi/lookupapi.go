@@ -38,7 +38,8 @@ type Config struct {
 	Logger *slog.Logger
 	// PublicURL is the base URL of the API as clients see it, ending in
 	// /api/v1 (https://cve.example.org/api/v1). The _links of records are
-	// built from it. Empty means http://{Host of the request}/api/v1.
+	// built from it. Empty means http://{Host of the request}/api/v1
+	// (https:// for a request over TLS).
 	PublicURL string
 	// Limiter limits the requests of each client; nil means no limit.
 	Limiter ratelimit.Limiter
@@ -220,6 +221,9 @@ func (l *linker) bases(r *http.Request) (self, html string) {
 		return l.self, l.html
 	}
 	site := "http://" + r.Host
+	if r.TLS != nil {
+		site = "https://" + r.Host
+	}
 	return site + BasePath + "/cve/", site + "/cve/"
 }
 
