@@ -569,6 +569,14 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Errorf("CSV export: %d\n%s", status, csvBody)
 	}
 
+	// Fleet risk, once the exposure service has matched the agents'
+	// inventories against the bundled sample catalog.
+	waitFor(t, "the fleet risk page to list a CVE", time.Minute, func() bool {
+		b.open("/vulnerabilities", "/vulnerabilities")
+		return strings.Contains(b.html(), `href="/vulnerabilities/CVE-`)
+	})
+	b.check("vulnerabilities")
+
 	// The other pages: rings and rollouts, policies, the account.
 	b.open("/rollouts", "/rollouts")
 	b.do("new ring", chromedp.SendKeys(chromedp.ID("ring-name"), "pilot"), chromedp.SendKeys(chromedp.ID("ring-position"), "10"),

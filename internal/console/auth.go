@@ -409,6 +409,9 @@ func describeAction(r *http.Request) (what, cancel string) {
 		return "Finish the feature upgrades of the matching agents that are ready.", "/agents"
 	case "POST /rollouts/{id}/advance":
 		return "Start the next ring of rollout " + id + ".", "/rollouts/" + id
+	case "POST /vulnerabilities/{cveId}/install-fix":
+		id := r.PathValue("cveId")
+		return "Install the fix of " + id + " on the agents it affects.", "/vulnerabilities/" + id
 	case "POST /policies/{id}/deploy":
 		return "Deploy policy " + id + " to agents.", "/policies/" + id
 	case "POST /account/totp":

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/patchline/patchline/internal/audit"
@@ -17,7 +18,7 @@ const fleetPageSize = 50
 
 type vulnerabilitiesData struct {
 	Rows []exposure.FleetVulnerability
-	// Next is the query string of the next page, "" on the last.
+	// Next is the link to the next page, "" on the last.
 	Next string
 }
 
@@ -54,11 +55,13 @@ func (s *Server) vulnerabilitiesPage(w http.ResponseWriter, r *http.Request, c *
 	if len(rows) > fleetPageSize {
 		d.Rows = rows[:fleetPageSize]
 		last := d.Rows[fleetPageSize-1].Risk
-		kev := "0"
+		v := url.Values{"after": {last.CVEID}, "kev": {"0"},
+			"epss": {strconv.FormatFloat(orMinus(last.EPSS), 'g', -1, 64)},
+			"cvss": {strconv.FormatFloat(orMinus(last.CVSS), 'g', -1, 64)}}
 		if last.KEV {
-			kev = "1"
+			v.Set("kev", "1")
 		}
-		d.Next = fmt.Sprintf("after=%s&kev=%s&epss=%g&cvss=%g", last.CVEID, kev, orMinus(last.EPSS), orMinus(last.CVSS))
+		d.Next = "/vulnerabilities?" + v.Encode()
 	}
 	return s.render(w, c, http.StatusOK, "vulnerabilities", page{Title: "Fleet risk", Section: "vulnerabilities", Data: d})
 }
@@ -107,6 +110,9 @@ func (s *Server) vulnerabilityPage(w http.ResponseWriter, r *http.Request, c *re
 		if all[i].CVEID == id {
 			d.Risk = &all[i]
 		}
+	}
+	if d.Risk == nil && len(d.Agents) == 0 {
+		return errs.NotFoundf("No agent reports %s.", id)
 	}
 	return s.render(w, c, http.StatusOK, "vulnerability", page{Title: id, Section: "vulnerabilities", Data: d})
 }

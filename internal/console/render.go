@@ -54,6 +54,9 @@ var templateFuncs = template.FuncMap{
 	"whenPtr": formatWhenPtr,
 	"join":    strings.Join,
 	"add":     func(a, b int) int { return a + b },
+	// score is an optional score (EPSS, CVSS), which printf would show as
+	// a pointer.
+	"score": func(f *float64) float64 { return *f },
 }
 
 // formatWhen writes a time for people: minutes, UTC.
