@@ -18,8 +18,8 @@ import (
 // trackers name source packages: libsope1 is built from sope). For each
 // CVE with atoms for that product, the rule is, in order:
 //
-//  1. Windows and Microsoft: an installed update (KB) that an atom names
-//     means the item is fixed.
+//  1. Windows and Microsoft: an installed update (KB) that an atom of the
+//     CVE names, for any of the item's products, means the item is fixed.
 //  2. An installed version that does not parse under the ecosystem's rules
 //     is Unknown, never fixed.
 //  3. When every atom whose fixed version parses also has an affected
@@ -52,6 +52,7 @@ func (x *Index) Match(inv device.Inventory) (findings []Finding, keys []string) 
 		if item.Source != "" && !strings.EqualFold(item.Source, item.Name) {
 			names = append(names, item.Source)
 		}
+		var entries []*entry
 		done := map[*entry]bool{}
 		for _, name := range names {
 			k := Key(item.Ecosystem, name)
@@ -69,9 +70,26 @@ func (x *Index) Match(inv device.Inventory) (findings []Finding, keys []string) 
 						continue
 					}
 				}
-				if f, ok := matchEntry(en, item, kbs); ok {
-					findings = append(findings, f)
+				entries = append(entries, en)
+			}
+		}
+		// Rule 1 holds for the CVE, whichever of its products names the
+		// update: the CNA's product without KB and MSRC's with it are one
+		// Windows release.
+		fixedByKB := map[string]bool{}
+		for _, en := range entries {
+			for _, a := range en.atoms {
+				if a.KB != "" && kbs[normKB(a.KB)] {
+					fixedByKB[en.cveID] = true
 				}
+			}
+		}
+		for _, en := range entries {
+			if fixedByKB[en.cveID] {
+				continue
+			}
+			if f, ok := matchEntry(en, item); ok {
+				findings = append(findings, f)
 			}
 		}
 	}
@@ -90,14 +108,19 @@ func (x *Index) Match(inv device.Inventory) (findings []Finding, keys []string) 
 		return a.Installed < b.Installed
 	})
 	// One finding per (CVE, package, installed version): architectures of
-	// one Windows product give the same answer.
+	// one Windows product give the same answer. An affected finding wins
+	// over an unknown one, and a finding without KB takes the KB of one
+	// with the same fix.
 	out := findings[:0]
 	for i, f := range findings {
 		if i > 0 {
-			p := out[len(out)-1]
+			p := &out[len(out)-1]
 			if p.CVEID == f.CVEID && p.Package == f.Package && p.Installed == f.Installed && p.Ecosystem == f.Ecosystem {
-				if p.Status == Unknown && f.Status == Affected {
-					out[len(out)-1] = f
+				switch {
+				case p.Status == Unknown && f.Status == Affected:
+					*p = f
+				case p.Status == f.Status && p.Fixed == f.Fixed && p.KB == "" && f.KB != "":
+					p.KB = f.KB
 				}
 				continue
 			}
@@ -116,13 +139,9 @@ func normKB(id string) string {
 }
 
 // matchEntry applies the rule of Match to one item and one CVE's product.
-func matchEntry(en *entry, item device.Software, kbs map[string]bool) (Finding, bool) {
+// Match has applied rule 1 already.
+func matchEntry(en *entry, item device.Software) (Finding, bool) {
 	f := Finding{CVEID: en.cveID, Ecosystem: en.ecosystem, Product: en.product, Package: item.Name, Installed: item.Version}
-	for _, a := range en.atoms {
-		if a.KB != "" && kbs[normKB(a.KB)] {
-			return f, false
-		}
-	}
 	v, err := version.Parse(en.ecosystem, item.Version)
 	if err != nil {
 		f.Status, f.Reason = Unknown, "the installed version does not parse under the "+en.ecosystem+" rules"

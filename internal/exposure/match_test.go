@@ -39,7 +39,11 @@ var log4j = &cve.Record{CVEID: "CVE-2021-44228", Remediation: cve.Remediation{Av
 	}},
 }}}
 
+// win is CVE-2024-38063 as the catalog holds it: MSRC's products, one per
+// architecture, with their KB, and the CNA's product without architecture
+// or KB.
 var win = &cve.Record{CVEID: "CVE-2024-38063", Remediation: cve.Remediation{Available: true, Products: []cve.Product{
+	{Ecosystem: "Windows", Product: "Windows 11 Version 23H2", Atoms: []cve.Atom{{FixedVersion: "10.0.22631.4037"}}},
 	{Ecosystem: "Windows", Product: "Windows 11 Version 23H2 for x64-based Systems", Atoms: []cve.Atom{{FixedVersion: "10.0.22631.4037", KB: "KB5041585"}}},
 	{Ecosystem: "Windows", Product: "Windows 11 Version 23H2 for ARM64-based Systems", Atoms: []cve.Atom{{FixedVersion: "10.0.22631.4037", KB: "KB5041585"}}},
 	{Ecosystem: "Windows", Product: "Windows 10 Version 1607 for x64-based Systems", Atoms: []cve.Atom{{FixedVersion: "KB4013429", KB: "KB4013429", Unparsed: true}}},
