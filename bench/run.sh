@@ -66,7 +66,7 @@ cpu=$(awk -F': ' '/User time/ {u=$2} /System time/ {s=$2} END {printf "%.0f s", 
 say ""
 say "## Ingest"
 say ""
-say "full ingest: $wall (h:mm:ss) wall, $cpu CPU (user+sys), peak RSS $rss; catalog file $(du -m "$BENCH_DIR/data/catalog.db" | cut -f1) MB"
+say "full ingest: $wall (h:mm:ss) wall, $cpu CPU (user+sys), peak RSS $rss; catalog file $(du -m "$BENCH_DIR/data/catalog.db" | cut -f1) MB; $(uptime | sed 's/.*load average/load average after it/')"
 say ""
 say '```'
 grep -E '^(cvelist|nvd|epss|kev|osv|catalog):' "$BENCH_DIR/ingest.log" | tee -a "$OUT"

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patchline/patchline/internal/catalog/sqlite"
 	"github.com/patchline/patchline/internal/cve"
 )
 
@@ -124,15 +126,7 @@ func TestEndToEndKilledIngestKeepsCatalog(t *testing.T) {
 	if res := runCLI(t, "", nil, "ingest", "--data", data, "--sample"); res.Code != 0 {
 		t.Fatalf("ingest --sample: %s%s", res.Stdout, res.Stderr)
 	}
-	// An EPSS file large enough that the run is still going when killed.
-	big := filepath.Join(t.TempDir(), "epss.csv")
-	var b strings.Builder
-	b.WriteString("#model_version:v2025.03.14,score_date:2026-11-20T00:00:00+0000\ncve,epss,percentile\n")
-	for i := 0; i < 400_000; i++ {
-		fmt.Fprintf(&b, "CVE-2099-%d,0.5,0.5\n", 10000+i)
-	}
-	fmt.Fprintf(&b, "CVE-2021-44228,0.00001,0.001\n")
-	os.WriteFile(big, []byte(b.String()), 0o644)
+	big := bigEPSS(t)
 
 	for _, delay := range []time.Duration{300 * time.Millisecond, 1200 * time.Millisecond} {
 		cmd := exec.Command(binary, "ingest", "--data", data, "epss="+big)
@@ -153,5 +147,79 @@ func TestEndToEndKilledIngestKeepsCatalog(t *testing.T) {
 	}
 	if strings.Contains(s.Log(), "loading the bundled sample") {
 		t.Error("the catalog looked empty after a killed run")
+	}
+}
+
+// bigEPSS writes an EPSS file large enough that a run ingesting it is still
+// going when killed, which scores CVE-2021-44228 0.00001.
+func bigEPSS(t *testing.T) string {
+	t.Helper()
+	big := filepath.Join(t.TempDir(), "epss.csv")
+	var b strings.Builder
+	b.WriteString("#model_version:v2025.03.14,score_date:2026-11-20T00:00:00+0000\ncve,epss,percentile\n")
+	for i := 0; i < 400_000; i++ {
+		fmt.Fprintf(&b, "CVE-2099-%d,0.5,0.5\n", 10000+i)
+	}
+	fmt.Fprintf(&b, "CVE-2021-44228,0.00001,0.001\n")
+	if err := os.WriteFile(big, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return big
+}
+
+// TestEndToEndKilledRebuild kills ingest runs into an empty catalog, which
+// build the new catalog in a file of their own and then install it, and
+// checks that the catalog is left empty or whole, that the next run removes
+// the killed runs' files, and that it succeeds.
+func TestEndToEndKilledRebuild(t *testing.T) {
+	data := t.TempDir()
+	big := bigEPSS(t)
+	kev := "kev=" + filepath.Join(sampleData, "kev/known_exploited_vulnerabilities.json")
+	path := filepath.Join(data, "catalog.db")
+	killed := 0
+	for _, delay := range []time.Duration{300 * time.Millisecond, 900 * time.Millisecond} {
+		cmd := exec.Command(binary, "ingest", "--data", data, kev, "epss="+big)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(delay)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		if cmd.ProcessState.Success() {
+			break
+		}
+		killed++
+		db, err := sqlite.Open(context.Background(), path)
+		if err != nil {
+			t.Fatalf("open the catalog after a killed run: %v", err)
+		}
+		stats, err := db.Stats(context.Background())
+		db.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Killed before the install, the catalog is as it was; after
+		// it, the run's catalog is there whole.
+		if stats.Records != 0 && stats.Facts < 400_000 {
+			t.Errorf("catalog after a killed run: %+v, want it empty or whole", stats)
+		}
+		if stats.Records != 0 {
+			break
+		}
+	}
+	if killed == 0 {
+		t.Skip("the ingest finished before it could be killed")
+	}
+	t.Logf("%d runs killed", killed)
+	res := runCLI(t, "", nil, "ingest", "--data", data, kev)
+	if res.Code != 0 {
+		t.Fatalf("ingest after the kills: exit %d: %s%s", res.Code, res.Stdout, res.Stderr)
+	}
+	if m, _ := filepath.Glob(path + ".rebuild-*"); len(m) > 0 {
+		t.Errorf("the files of the killed runs are left: %v", m)
+	}
+	s := startServe(t, data, nil)
+	if rec := fetchRecord(t, s, "CVE-2021-44228"); rec.KEV == nil {
+		t.Errorf("record after the kills = %+v, want its KEV entry", rec)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -58,7 +59,8 @@ func runIngest(ctx context.Context, env *Env, args []string) error {
 	}
 	defer db.Close()
 
-	opt := ingest.Options{}
+	tuneGC()
+	opt := ingest.Options{Rebuild: true}
 	if isTerminal(env.Stderr) {
 		opt.Progress = progressPrinter(env.Stderr)
 	}
@@ -78,6 +80,19 @@ func runIngest(ctx context.Context, env *Env, args []string) error {
 	}
 	fmt.Fprintf(env.Stdout, "catalog: %d records merged, %d added or changed, %d removed\n", res.Merged, res.Changed, res.Removed)
 	return nil
+}
+
+// tuneGC trades memory for collector time during an ingest, which
+// allocates a great deal and keeps little: the heap may grow to five times
+// what is live, up to a soft limit of 1 GiB (the catalog's page cache is
+// allocated outside it), unless GOGC or GOMEMLIMIT say otherwise.
+func tuneGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(1 << 30)
+	}
 }
 
 func isTerminal(w io.Writer) bool {

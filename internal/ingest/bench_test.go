@@ -30,7 +30,7 @@ func BenchmarkIngestFeeds(b *testing.B) {
 	}
 	for b.Loop() {
 		db := mustOpenCatalog(b)
-		res, err := Run(context.Background(), db, sources, Options{})
+		res, err := Run(context.Background(), db, sources, Options{Rebuild: true})
 		if err != nil {
 			b.Fatal(err)
 		}

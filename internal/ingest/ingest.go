@@ -44,6 +44,31 @@ type Options struct {
 	// Progress, when set, receives a count of records read per source while
 	// the run goes on.
 	Progress func(source string, read int)
+	// Rebuild lets a store that is a Rebuilder build the catalog of the run
+	// apart from the live one, when it judges that faster (an ingest into
+	// an empty catalog). The store must then be used by nothing else
+	// during the run.
+	Rebuild bool
+}
+
+// Rebuilder is a catalog.Store that can run an ingest transaction on a
+// catalog built apart from the live one and installed at Commit, as
+// atomically as Begin's. BeginRebuild returns Begin's transaction when it
+// judges a rebuild no faster.
+type Rebuilder interface {
+	BeginRebuild(ctx context.Context) (catalog.Tx, error)
+}
+
+// jsonFactsTx is implemented by transactions that store and read facts as
+// their JSON encoding, which a run then encodes and decodes on every core
+// rather than in the transaction's goroutine.
+type jsonFactsTx interface {
+	// PutFactsJSON is PutFacts for the JSON encoding of facts of key,
+	// feed and doc.
+	PutFactsJSON(ctx context.Context, key int64, feed, doc string, body []byte) (catalog.Change, error)
+	// FactsJSON returns the JSON encodings of the facts of each of keys
+	// (ascending), in the order of Facts.
+	FactsJSON(ctx context.Context, keys []int64) ([][][]byte, error)
 }
 
 // Rejection names one malformed record.
@@ -75,13 +100,20 @@ func Run(ctx context.Context, store catalog.Store, sources []Source, opt Options
 		opt.Now = time.Now
 	}
 	started := opt.Now()
-	tx, err := store.Begin(ctx)
+	var tx catalog.Tx
+	var err error
+	if rb, ok := store.(Rebuilder); ok && opt.Rebuild {
+		tx, err = rb.BeginRebuild(ctx)
+	} else {
+		tx, err = store.Begin(ctx)
+	}
 	if err != nil {
 		return Result{}, err
 	}
 	defer tx.Rollback()
 
 	r := &run{ctx: ctx, tx: tx, touched: map[int64]struct{}{}, opt: opt}
+	r.jsonTx, _ = tx.(jsonFactsTx)
 	var res Result
 	for _, src := range sources {
 		count, rejections, err := r.source(src)
@@ -108,6 +140,7 @@ func Run(ctx context.Context, store catalog.Store, sources []Source, opt Options
 type run struct {
 	ctx               context.Context
 	tx                catalog.Tx
+	jsonTx            jsonFactsTx // tx, when it is one; else nil
 	opt               Options
 	touched           map[int64]struct{}
 	lifecyclesChanged bool
@@ -152,6 +185,24 @@ func (s *sink) Facts(f *cve.Facts) error {
 	s.record(change)
 	if change != catalog.Unchanged {
 		s.r.touched[key] = struct{}{}
+	}
+	return nil
+}
+
+// encodedFacts stores facts that a parse checked and encoded.
+func (s *sink) encodedFacts(e *encodedFacts) error {
+	if s.fatal != nil {
+		return s.fatal
+	}
+	s.tick()
+	change, err := s.r.jsonTx.PutFactsJSON(s.r.ctx, e.key, e.feed, e.doc, e.body)
+	if err != nil {
+		s.fatal = fmt.Errorf("store facts of %s: %w", cve.IDOfKey(e.key), err)
+		return s.fatal
+	}
+	s.record(change)
+	if change != catalog.Unchanged {
+		s.r.touched[e.key] = struct{}{}
 	}
 	return nil
 }
@@ -214,7 +265,8 @@ func (r *run) source(src Source) (catalog.SourceCount, []Rejection, error) {
 		}
 		return feed.Walk(r.ctx, r.opt.Client, src.Location, src.Parser.Exts, fn)
 	}
-	p := &pipeline{r: r, s: s, parser: src.Parser, window: 2 * runtime.GOMAXPROCS(0)}
+	n := runtime.GOMAXPROCS(0)
+	p := &pipeline{r: r, s: s, parser: src.Parser, window: filesPerCore * n, budget: bytesPerCore * n}
 	err := walk(p.file)
 	if err == nil {
 		err = p.drain(0)
@@ -231,6 +283,15 @@ func (r *run) source(src Source) (catalog.SourceCount, []Rejection, error) {
 // parsed beside the others; a larger one is parsed as it is read, in turn.
 const maxParallelFile = 32 << 20
 
+// The files being parsed at a time, per core: at most filesPerCore, of at
+// most bytesPerCore together. Parsing runs that far ahead of the store, so
+// that the cores are kept busy when a file takes the store longer than its
+// parse, as the large facts of OSV do.
+const (
+	filesPerCore = 32
+	bytesPerCore = 16 << 20
+)
+
 // pipeline parses the files of a source on every core and hands what each
 // gives to the sink in file order, as parsing them one after the other
 // would: the store sees the same writes in the same order.
@@ -238,7 +299,9 @@ type pipeline struct {
 	r      *run
 	s      *sink
 	parser feed.Parser
-	window int
+	window int // files queued at most
+	budget int // bytes of the queued files at most
+	bytes  int // of the queued files
 	queue  []*parsedFile
 	wg     sync.WaitGroup
 }
@@ -246,6 +309,7 @@ type pipeline struct {
 // parsedFile is what the parser gave for one file.
 type parsedFile struct {
 	name   string
+	size   int
 	events recorder
 	err    error
 	done   chan struct{}
@@ -265,10 +329,22 @@ func (p *pipeline) file(name string, in io.Reader) error {
 		err := p.parser.Parse(p.r.ctx, name, io.MultiReader(bytes.NewReader(data), in), p.s)
 		return p.s.fileDone(name, err)
 	}
-	if err := p.drain(p.window - 1); err != nil {
-		return err
+	// Hand over what is parsed already, then make room for data.
+	for len(p.queue) > 0 && p.queue[0].parsed() {
+		if err := p.next(); err != nil {
+			return err
+		}
 	}
-	f := &parsedFile{name: name, done: make(chan struct{})}
+	for len(p.queue) > 0 && (len(p.queue) >= p.window || p.bytes+len(data) > p.budget) {
+		if err := p.next(); err != nil {
+			return err
+		}
+	}
+	f := &parsedFile{name: name, size: len(data), done: make(chan struct{})}
+	p.bytes += f.size
+	if p.r.jsonTx != nil {
+		f.events.encodeAs = p.parser.Name
+	}
 	p.queue = append(p.queue, f)
 	p.wg.Add(1)
 	go func() {
@@ -283,17 +359,33 @@ func (p *pipeline) file(name string, in io.Reader) error {
 // are queued.
 func (p *pipeline) drain(keep int) error {
 	for len(p.queue) > keep {
-		f := p.queue[0]
-		p.queue = p.queue[1:]
-		<-f.done
-		if err := f.events.replay(p.s); err != nil {
-			return err
-		}
-		if err := p.s.fileDone(f.name, f.err); err != nil {
+		if err := p.next(); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// next hands the first queued file to the sink, once parsed.
+func (p *pipeline) next() error {
+	f := p.queue[0]
+	p.queue = p.queue[1:]
+	p.bytes -= f.size
+	<-f.done
+	if err := f.events.replay(p.s); err != nil {
+		return err
+	}
+	return p.s.fileDone(f.name, f.err)
+}
+
+// parsed reports whether the parse of f is over.
+func (f *parsedFile) parsed() bool {
+	select {
+	case <-f.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // wait waits for the parses still running after a failed walk.
@@ -321,19 +413,61 @@ func (s *sink) fileDone(name string, err error) error {
 // the real sink in order.
 type recorder struct {
 	events []event
+	// encodeAs, when set, is the feed name of the source: the recorder
+	// then checks and encodes facts as the sink would, in the parse's
+	// goroutine.
+	encodeAs string
 }
 
 // event is one call of a feed.Sink.
 type event struct {
 	facts     *cve.Facts
+	encoded   *encodedFacts
 	lifecycle *cve.Lifecycle
 	name      string // of a rejection
 	err       error  // of a rejection
 }
 
+// encodedFacts are facts whose id the recorder checked, with their key and
+// JSON encoding.
+type encodedFacts struct {
+	key       int64
+	feed, doc string
+	body      []byte
+}
+
 func (rec *recorder) Facts(f *cve.Facts) error {
+	if rec.encodeAs != "" {
+		if e := encodeFacts(f, rec.encodeAs); e != nil {
+			rec.events = append(rec.events, event{encoded: e})
+			return nil
+		}
+	}
+	// Facts the sink rejects, or cannot encode, go to it as they came.
 	rec.events = append(rec.events, event{facts: f})
 	return nil
+}
+
+// encodeFacts does what sink.Facts does to f before storing it, and
+// encodes it; nil when f is to be rejected or does not encode.
+func encodeFacts(f *cve.Facts, feedName string) *encodedFacts {
+	id, err := cve.ParseID(f.CVEID)
+	if err != nil {
+		return nil
+	}
+	key, ok := cve.Key(id)
+	if !ok {
+		return nil
+	}
+	f.CVEID = id
+	if f.Feed == "" {
+		f.Feed = feedName
+	}
+	body, err := json.Marshal(f)
+	if err != nil {
+		return nil
+	}
+	return &encodedFacts{key: key, feed: f.Feed, doc: f.Doc, body: body}
 }
 
 func (rec *recorder) Lifecycle(l *cve.Lifecycle) error {
@@ -350,6 +484,8 @@ func (rec *recorder) replay(s *sink) error {
 	for i, e := range rec.events {
 		var err error
 		switch {
+		case e.encoded != nil:
+			err = s.encodedFacts(e.encoded)
 		case e.facts != nil:
 			err = s.Facts(e.facts)
 		case e.lifecycle != nil:
@@ -388,27 +524,22 @@ func (r *run) mergeTouched(res *Result) error {
 	}
 	now := r.opt.Now().UTC().Truncate(time.Second)
 	opts := merge.Options{Lifecycles: merge.NewLifecycleTable(lifecycles), Now: now}
-	for start := 0; start < len(keys); start += mergeChunk {
-		if err := r.ctx.Err(); err != nil {
-			return err
-		}
-		if err := r.mergeChunk(keys[start:min(start+mergeChunk, len(keys))], opts, now, res); err != nil {
-			return err
-		}
-	}
-	return nil
+	return r.mergeKeys(keys, opts, now, res)
 }
 
-// mergeChunk is the number of records merged between a read and a write of
-// the transaction: their merging and encoding, the bulk of the work, runs
-// on every core while the transaction waits.
+// mergeChunk is the number of records read, merged or written at a time.
 const mergeChunk = 512
+
+// mergeDepth is the number of chunks being merged while the transaction
+// reads the next one and writes the previous ones.
+const mergeDepth = 2
 
 // merged is one record of a chunk: what the store holds, then what merging
 // made of it.
 type merged struct {
 	key         int64
 	facts       []cve.Facts
+	bodies      [][]byte // the facts still encoded, when the store gave them so
 	oldHash     []byte
 	oldModified int64
 	exists      bool
@@ -416,50 +547,119 @@ type merged struct {
 	err         error
 }
 
-// mergeChunk reads the facts of keys, merges and encodes them in parallel
-// and writes the records in key order.
-func (r *run) mergeChunk(keys []int64, opts merge.Options, now time.Time, res *Result) error {
-	items := make([]merged, len(keys))
-	for i, key := range keys {
-		m := &items[i]
-		m.key = key
-		var err error
-		if m.facts, err = r.tx.Facts(r.ctx, key); err != nil {
-			return fmt.Errorf("merge %s: %w", cve.IDOfKey(key), err)
-		}
-		if m.oldHash, m.oldModified, m.exists, err = r.tx.RecordState(r.ctx, key); err != nil {
-			return fmt.Errorf("merge %s: %w", cve.IDOfKey(key), err)
-		}
+// chunk is a run of records merged together.
+type chunk struct {
+	items []merged
+	left  atomic.Int64 // items not merged yet
+	done  chan struct{}
+}
+
+// mergeKeys merges the records of keys (ascending) in chunks: the
+// transaction's goroutine reads a chunk's facts and states and writes the
+// records of the chunks merged before it, while every core decodes, merges
+// and encodes the chunks in between.
+func (r *run) mergeKeys(keys []int64, opts merge.Options, now time.Time, res *Result) error {
+	type job struct {
+		m *merged
+		c *chunk
 	}
-	workers := min(runtime.GOMAXPROCS(0), len(items))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
+	jobs := make(chan job, mergeChunk)
+	defer close(jobs)
+	for range runtime.GOMAXPROCS(0) {
 		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(items) {
-					return
-				}
-				m := &items[i]
-				rec, ok := merge.Record(cve.IDOfKey(m.key), m.facts, opts)
-				m.facts = nil
-				if ok {
-					m.row, m.err = Encode(m.key, rec, m.oldHash, m.oldModified, m.exists, now)
+			for j := range jobs {
+				mergeOne(j.m, opts, now)
+				if j.c.left.Add(-1) == 0 {
+					close(j.c.done)
 				}
 			}
 		}()
 	}
-	wg.Wait()
-	for i := range items {
-		m := &items[i]
-		if err := r.storeMerged(m, res); err != nil {
-			return fmt.Errorf("merge %s: %w", cve.IDOfKey(m.key), err)
+	var pending []*chunk
+	flush := func(keep int) error {
+		for len(pending) > keep {
+			c := pending[0]
+			pending = pending[1:]
+			<-c.done
+			for i := range c.items {
+				m := &c.items[i]
+				if err := r.storeMerged(m, res); err != nil {
+					return fmt.Errorf("merge %s: %w", cve.IDOfKey(m.key), err)
+				}
+				c.items[i] = merged{}
+			}
+		}
+		return nil
+	}
+	// On an error, the chunks still queued are merged before jobs closes.
+	defer func() {
+		for _, c := range pending {
+			<-c.done
+		}
+	}()
+	for start := 0; start < len(keys); start += mergeChunk {
+		if err := r.ctx.Err(); err != nil {
+			return err
+		}
+		c, err := r.readChunk(keys[start:min(start+mergeChunk, len(keys))])
+		if err != nil {
+			return err
+		}
+		pending = append(pending, c)
+		for i := range c.items {
+			jobs <- job{&c.items[i], c}
+		}
+		if err := flush(mergeDepth); err != nil {
+			return err
 		}
 	}
-	return nil
+	return flush(0)
+}
+
+// readChunk reads the facts and states of the records of keys.
+func (r *run) readChunk(keys []int64) (*chunk, error) {
+	c := &chunk{items: make([]merged, len(keys)), done: make(chan struct{})}
+	c.left.Store(int64(len(keys)))
+	var bodies [][][]byte
+	if r.jsonTx != nil {
+		var err error
+		if bodies, err = r.jsonTx.FactsJSON(r.ctx, keys); err != nil {
+			return nil, fmt.Errorf("merge: read facts: %w", err)
+		}
+	}
+	for i, key := range keys {
+		m := &c.items[i]
+		m.key = key
+		var err error
+		if bodies != nil {
+			m.bodies = bodies[i]
+		} else if m.facts, err = r.tx.Facts(r.ctx, key); err != nil {
+			return nil, fmt.Errorf("merge %s: %w", cve.IDOfKey(key), err)
+		}
+		if m.oldHash, m.oldModified, m.exists, err = r.tx.RecordState(r.ctx, key); err != nil {
+			return nil, fmt.Errorf("merge %s: %w", cve.IDOfKey(key), err)
+		}
+	}
+	return c, nil
+}
+
+// mergeOne decodes the facts of m, merges and encodes its record.
+func mergeOne(m *merged, opts merge.Options, now time.Time) {
+	if m.bodies != nil {
+		m.facts = make([]cve.Facts, len(m.bodies))
+		for i, b := range m.bodies {
+			if err := decodeFacts(b, &m.facts[i]); err != nil {
+				m.err = fmt.Errorf("decode facts: %w", err)
+				return
+			}
+		}
+		m.bodies = nil
+	}
+	rec, ok := merge.Record(cve.IDOfKey(m.key), m.facts, opts)
+	m.facts = nil
+	if ok {
+		m.row, m.err = Encode(m.key, rec, m.oldHash, m.oldModified, m.exists, now)
+	}
 }
 
 // storeMerged writes one merged record, or removes it when no source
@@ -482,6 +682,43 @@ func (r *run) storeMerged(m *merged, res *Result) error {
 	return r.tx.PutRecord(r.ctx, m.row)
 }
 
+// Markers of the two members of a record's content encoding that its body
+// fills in. The members around them are top-level ones: no member before
+// them in a record has members of these names, and within a string a
+// quote is escaped.
+var (
+	epssNull     = []byte(`"epss":null,"kev":`)
+	modifiedNull = []byte(`"modifiedAt":null,"dataSources":`)
+)
+
+// fillBody returns the encoding of rec from the encoding of its content:
+// with rec's EPSS score and modification time in place of their nulls.
+func fillBody(content []byte, rec *cve.Record) ([]byte, error) {
+	i := bytes.Index(content, epssNull)
+	j := bytes.Index(content, modifiedNull)
+	if i < 0 || j < i {
+		// Not the shape this expects: encode the body whole.
+		c := *rec
+		c.Links = nil
+		return json.Marshal(&c)
+	}
+	epss, err := json.Marshal(rec.EPSS)
+	if err != nil {
+		return nil, err
+	}
+	mod, err := json.Marshal(rec.ModifiedAt)
+	if err != nil {
+		return nil, err
+	}
+	body := make([]byte, 0, len(content)+len(epss)+len(mod))
+	body = append(body, content[:i+len(`"epss":`)]...)
+	body = append(body, epss...)
+	body = append(body, content[i+len(`"epss":null`):j+len(`"modifiedAt":`)]...)
+	body = append(body, mod...)
+	body = append(body, content[j+len(`"modifiedAt":null`):]...)
+	return body, nil
+}
+
 // ContentHash hashes what a record says, leaving out its modification time
 // and its EPSS score, which moves every day: a record's modifiedAt changes
 // when its content changes, not when its EPSS score does.
@@ -501,17 +738,24 @@ func ContentHash(rec *cve.Record) ([]byte, error) {
 // Encode returns the stored row of rec. Its modifiedAt is kept from the
 // stored record when the content hash is unchanged and set to now otherwise.
 func Encode(key int64, rec *cve.Record, oldHash []byte, oldModified int64, exists bool, now time.Time) (*catalog.Row, error) {
-	hash, err := ContentHash(rec)
+	// One encoding serves both: the content (EPSS and modifiedAt null, as
+	// ContentHash hashes it), and the body, the content with the two
+	// filled in.
+	epss := rec.EPSS
+	rec.EPSS, rec.ModifiedAt, rec.Links = nil, nil, nil
+	content, err := json.Marshal(rec)
+	rec.EPSS = epss
 	if err != nil {
 		return nil, err
 	}
+	sum := sha256.Sum256(content)
+	hash := sum[:]
 	modified := now
 	if exists && string(hash) == string(oldHash) {
 		modified = time.Unix(oldModified, 0).UTC()
 	}
 	rec.ModifiedAt = &modified
-	rec.Links = nil
-	body, err := json.Marshal(rec)
+	body, err := fillBody(content, rec)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/patchline/patchline/internal/cve"
+	"github.com/patchline/patchline/internal/version"
 )
 
 // Lifecycles finds the support window of a product release.
@@ -99,11 +100,47 @@ type atomEntry struct {
 	eco     string
 	atom    cve.Atom
 	auth    int
+	// ver is the fixed version parsed under the ecosystem's rules, when
+	// it parses (atom.Unparsed is false): parsed once, compared often.
+	ver version.Version
+}
+
+// atomKey is what makes two atoms of a record the same.
+type atomKey struct {
+	eco, product, fixed, source string
+	advisory                    string
+	hasAdvisory                 bool
+	kb                          string
+}
+
+func keyOf(e *atomEntry) atomKey {
+	k := atomKey{eco: e.eco, product: e.product, fixed: e.atom.FixedVersion, source: e.atom.Source, kb: e.atom.KB}
+	if e.atom.AdvisoryID != nil {
+		k.advisory, k.hasAdvisory = *e.atom.AdvisoryID, true
+	}
+	return k
+}
+
+// orderFixed orders the entries of one ecosystem by fixed version as
+// version.Order does, from the versions parsed once.
+func orderFixed(a, b *atomEntry) int {
+	switch {
+	case !a.atom.Unparsed && !b.atom.Unparsed:
+		if c, err := a.ver.Compare(b.ver); err == nil && c != 0 {
+			return c
+		}
+	case !a.atom.Unparsed:
+		return -1
+	case !b.atom.Unparsed:
+		return 1
+	}
+	return strings.Compare(a.atom.FixedVersion, b.atom.FixedVersion)
 }
 
 func (m *merger) remediation(facts []cve.Facts, opt Options) {
 	today := opt.Now.UTC().Format("2006-01-02")
 	var entries []atomEntry
+	seen := map[atomKey]bool{}
 	annotated := false
 	for _, f := range facts {
 		for _, pa := range f.Atoms {
@@ -121,15 +158,16 @@ func (m *merger) remediation(facts []cve.Facts, opt Options) {
 				a.EOL = eolOf(opt.Lifecycles, pa.Ecosystem, today)
 				annotated = annotated || a.EOL != nil
 			}
-			a.Unparsed = !validVersion(pa.Ecosystem, a.FixedVersion)
-			dup := slices.ContainsFunc(entries, func(e atomEntry) bool {
-				return e.eco == pa.Ecosystem && e.product == pa.Product && e.atom.FixedVersion == a.FixedVersion &&
-					e.atom.Source == a.Source && ptrEq(e.atom.AdvisoryID, a.AdvisoryID) && e.atom.KB == a.KB
-			})
-			if dup {
+			e := atomEntry{product: pa.Product, eco: pa.Ecosystem, atom: a, auth: authority(f.Feed)}
+			k := keyOf(&e)
+			if seen[k] {
 				continue
 			}
-			entries = append(entries, atomEntry{product: pa.Product, eco: pa.Ecosystem, atom: a, auth: authority(f.Feed)})
+			seen[k] = true
+			var err error
+			e.ver, err = version.Parse(pa.Ecosystem, a.FixedVersion)
+			e.atom.Unparsed = err != nil
+			entries = append(entries, e)
 			m.use(f.Source, "remediation")
 		}
 	}
@@ -171,7 +209,7 @@ func (m *merger) remediation(facts []cve.Facts, opt Options) {
 				}
 				return -1
 			}
-			return cmp.Or(compareVersions(g.eco, a.atom.FixedVersion, b.atom.FixedVersion), cmp.Compare(a.auth, b.auth))
+			return cmp.Or(orderFixed(&a, &b), cmp.Compare(a.auth, b.auth))
 		})
 		p := cve.Product{Ecosystem: g.eco, Product: g.product}
 		for _, e := range g.entries {
@@ -213,10 +251,3 @@ func run(s string) string {
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
-
-func ptrEq(a, b *string) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
-}

@@ -84,8 +84,44 @@ func Open(ctx context.Context, path string, migrations fs.FS) (*DB, error) {
 	return db, nil
 }
 
+// OpenBuild opens (creating it if needed) a database file that nothing else
+// reads while it is written, such as a catalog built apart from the live one
+// before it replaces it: no rollback journal, no fsync, an exclusive lock and
+// a page cache of cacheKiB KiB on its one connection, which is both Write and
+// Read. A crash leaves the file unusable; the caller removes it and starts
+// again. The migrations are applied as Open applies them.
+func OpenBuild(ctx context.Context, path string, migrations fs.FS, cacheKiB int) (*DB, error) {
+	pragmas := url.Values{}
+	for _, p := range []string{
+		"locking_mode(EXCLUSIVE)",
+		"journal_mode(OFF)",
+		"synchronous(OFF)",
+		"foreign_keys(1)",
+		"temp_store(MEMORY)",
+		fmt.Sprintf("cache_size(-%d)", cacheKiB),
+	} {
+		pragmas.Add("_pragma", p)
+	}
+	conn, err := sql.Open("sqlite", "file:"+path+"?"+pragmas.Encode())
+	if err != nil {
+		return nil, err
+	}
+	conn.SetMaxOpenConns(1)
+	conn.SetMaxIdleConns(1)
+	conn.SetConnMaxIdleTime(0)
+	db := &DB{Write: conn, Read: conn, Path: path}
+	if err := db.migrate(ctx, migrations); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("migrate %s: %w", path, err)
+	}
+	return db, nil
+}
+
 // Close closes both handles.
 func (db *DB) Close() error {
+	if db.Read == db.Write {
+		return db.Write.Close()
+	}
 	err1 := db.Read.Close()
 	err2 := db.Write.Close()
 	if err1 != nil {

@@ -37,6 +37,9 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open catalog: %w", err)
 	}
+	if isFile(path) {
+		removeLeftovers(path)
+	}
 	stmt, err := db.Read.PrepareContext(ctx, `SELECT body FROM records WHERE key = ?`)
 	if err != nil {
 		db.Close()

@@ -44,6 +44,14 @@ type tx_ struct {
 	// an ingest runs each of them about a million times.
 	stmts map[string]*sql.Stmt
 	done  bool
+	// rebuild is set when the transaction writes a catalog apart from
+	// the live one, which Commit installs.
+	rebuild *rebuild
+	// fresh is set when the catalog was empty at Begin: its only facts
+	// and records are those the transaction wrote, in key order.
+	fresh bool
+	// known holds the answers of RecordState not yet used by PutRecord.
+	known map[int64]recordState
 }
 
 // stmt returns the prepared statement of query.
@@ -68,18 +76,31 @@ func (t *tx_) end() {
 	for _, st := range t.stmts {
 		st.Close()
 	}
-	t.db.ExecContext(context.Background(), `PRAGMA cache_size = `+defaultCacheSize)
+	if t.rebuild == nil {
+		t.db.ExecContext(context.Background(), `PRAGMA cache_size = `+defaultCacheSize)
+	}
 }
 
 func (t *tx_) Commit() error {
+	done := t.done
 	err := t.tx.Commit()
 	t.end()
-	return err
+	if t.rebuild == nil || done {
+		return err
+	}
+	if err != nil {
+		t.rebuild.abort()
+		return err
+	}
+	return t.rebuild.commit(context.Background())
 }
 
 func (t *tx_) Rollback() error {
 	err := t.tx.Rollback()
 	t.end()
+	if t.rebuild != nil {
+		t.rebuild.abort()
+	}
 	return err
 }
 
@@ -107,9 +128,15 @@ func (t *tx_) PutFacts(ctx context.Context, key int64, f *cve.Facts) (catalog.Ch
 	if err != nil {
 		return 0, err
 	}
+	return t.PutFactsJSON(ctx, key, f.Feed, f.Doc, body)
+}
+
+// PutFactsJSON is PutFacts for facts already encoded: body is the JSON of
+// the cve.Facts of key, feed and doc. An ingest encodes them on every core.
+func (t *tx_) PutFactsJSON(ctx context.Context, key int64, feed, doc string, body []byte) (catalog.Change, error) {
 	// Most facts of a run are new (a first ingest) or unchanged: try the
 	// insert first, and compare with the stored body only when it exists.
-	res, err := t.exec(ctx, `INSERT INTO facts (key, feed, doc, body) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`, key, f.Feed, f.Doc, body)
+	res, err := t.exec(ctx, `INSERT INTO facts (key, feed, doc, body) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`, key, feed, doc, body)
 	if err != nil {
 		return 0, err
 	}
@@ -119,13 +146,13 @@ func (t *tx_) PutFacts(ctx context.Context, key int64, f *cve.Facts) (catalog.Ch
 		return catalog.Added, nil
 	}
 	var old []byte
-	if err := t.queryRow(ctx, `SELECT body FROM facts WHERE key = ? AND feed = ? AND doc = ?`, key, f.Feed, f.Doc).Scan(&old); err != nil {
+	if err := t.queryRow(ctx, `SELECT body FROM facts WHERE key = ? AND feed = ? AND doc = ?`, key, feed, doc).Scan(&old); err != nil {
 		return 0, err
 	}
 	if bytes.Equal(old, body) {
 		return catalog.Unchanged, nil
 	}
-	_, err = t.exec(ctx, `UPDATE facts SET body = ? WHERE key = ? AND feed = ? AND doc = ?`, body, key, f.Feed, f.Doc)
+	_, err = t.exec(ctx, `UPDATE facts SET body = ? WHERE key = ? AND feed = ? AND doc = ?`, body, key, feed, doc)
 	return catalog.Changed, err
 }
 
@@ -174,6 +201,72 @@ func (t *tx_) Facts(ctx context.Context, key int64) ([]cve.Facts, error) {
 	return out, rows.Err()
 }
 
+// FactsJSON returns the stored facts of each of keys (in ascending order),
+// undecoded: out[i] holds the JSON of the cve.Facts of keys[i], ordered by
+// feed and doc as Facts orders them. An ingest decodes them on every core.
+func (t *tx_) FactsJSON(ctx context.Context, keys []int64) ([][][]byte, error) {
+	out := make([][][]byte, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	if !t.fresh {
+		st, err := t.stmt(ctx, `SELECT body FROM facts WHERE key = ? ORDER BY feed, doc`)
+		if err != nil {
+			return nil, err
+		}
+		for i, key := range keys {
+			if out[i], err = scanBodies(ctx, st, key); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	// A new catalog's facts are read in one pass over the key range: the
+	// run touched nearly every key of it.
+	st, err := t.stmt(ctx, `SELECT key, body FROM facts WHERE key BETWEEN ? AND ? ORDER BY key, feed, doc`)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := st.QueryContext(ctx, keys[0], keys[len(keys)-1])
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	i := 0
+	for rows.Next() {
+		var key int64
+		var body []byte
+		if err := rows.Scan(&key, &body); err != nil {
+			return nil, err
+		}
+		for i < len(keys) && keys[i] < key {
+			i++
+		}
+		if i < len(keys) && keys[i] == key {
+			out[i] = append(out[i], body)
+		}
+	}
+	return out, rows.Err()
+}
+
+// scanBodies returns the bodies the one-column query st gives for arg.
+func scanBodies(ctx context.Context, st *sql.Stmt, arg any) ([][]byte, error) {
+	rows, err := st.QueryContext(ctx, arg)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out [][]byte
+	for rows.Next() {
+		var body []byte
+		if err := rows.Scan(&body); err != nil {
+			return nil, err
+		}
+		out = append(out, body)
+	}
+	return out, rows.Err()
+}
+
 func (t *tx_) Lifecycles(ctx context.Context) ([]cve.Lifecycle, error) {
 	rows, err := t.tx.QueryContext(ctx, `SELECT body FROM lifecycles ORDER BY product, cycle`)
 	if err != nil {
@@ -196,23 +289,67 @@ func (t *tx_) Lifecycles(ctx context.Context) ([]cve.Lifecycle, error) {
 }
 
 func (t *tx_) RecordState(ctx context.Context, key int64) ([]byte, int64, bool, error) {
-	var hash []byte
-	var modified int64
-	err := t.queryRow(ctx, `SELECT hash, modified FROM records WHERE key = ?`, key).Scan(&hash, &modified)
+	var st recordState
+	err := t.queryRow(ctx, `SELECT hash, modified, epss FROM records WHERE key = ?`, key).Scan(&st.hash, &st.modified, &st.epss)
 	if errors.Is(err, sql.ErrNoRows) {
+		t.remember(key, recordState{})
 		return nil, 0, false, nil
 	}
-	return hash, modified, err == nil, err
+	if err != nil {
+		return nil, 0, false, err
+	}
+	st.exists = true
+	t.remember(key, st)
+	return st.hash, st.modified, true, nil
+}
+
+// recordState is what RecordState read of a stored record.
+type recordState struct {
+	exists   bool
+	hash     []byte
+	modified int64
+	epss     float64
+}
+
+// maxKnown bounds the RecordState answers a transaction keeps.
+const maxKnown = 1 << 14
+
+// remember keeps the state of the record of key, for PutRecord.
+func (t *tx_) remember(key int64, st recordState) {
+	if t.known == nil || len(t.known) >= maxKnown {
+		t.known = make(map[int64]recordState)
+	}
+	t.known[key] = st
+}
+
+// recordState returns the state of the record of key: the answer of
+// RecordState when there was one, else whether it exists.
+func (t *tx_) recordState(ctx context.Context, key int64) (recordState, bool, error) {
+	if st, ok := t.known[key]; ok {
+		delete(t.known, key)
+		return st, true, nil
+	}
+	var n int
+	err := t.queryRow(ctx, `SELECT count(*) FROM records WHERE key = ?`, key).Scan(&n)
+	return recordState{exists: n > 0}, false, err
 }
 
 func (t *tx_) PutRecord(ctx context.Context, r *catalog.Row) error {
 	// A new record has no full-text row to delete; deleting one anyway
 	// leaves a tombstone in the contentless index.
-	var exists int
-	if err := t.queryRow(ctx, `SELECT count(*) FROM records WHERE key = ?`, r.Key).Scan(&exists); err != nil {
+	old, full, err := t.recordState(ctx, r.Key)
+	if err != nil {
 		return fmt.Errorf("put record %s: %w", r.ID, err)
 	}
-	_, err := t.exec(ctx, `INSERT INTO records
+	exists := old.exists
+	// The same content (hash), EPSS score and modification time make the
+	// same row: nothing to write. The same content makes the same
+	// full-text row: it stays.
+	sameContent := full && exists && bytes.Equal(old.hash, r.Hash)
+	if sameContent && old.epss == r.EPSS && old.modified == r.Modified {
+		return nil
+	}
+	_, err = t.exec(ctx, `INSERT INTO records
 		(key, cve_id, year, rejected, severity, cvss, cvss_version, epss, is_kev, has_fix, published, modified, hash, body)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (key) DO UPDATE SET
@@ -225,7 +362,10 @@ func (t *tx_) PutRecord(ctx context.Context, r *catalog.Row) error {
 	if err != nil {
 		return fmt.Errorf("put record %s: %w", r.ID, err)
 	}
-	if exists > 0 {
+	if sameContent {
+		return nil
+	}
+	if exists {
 		if _, err := t.exec(ctx, `DELETE FROM records_fts WHERE rowid = ?`, r.Key); err != nil {
 			return err
 		}
@@ -235,6 +375,7 @@ func (t *tx_) PutRecord(ctx context.Context, r *catalog.Row) error {
 }
 
 func (t *tx_) DeleteRecord(ctx context.Context, key int64) error {
+	delete(t.known, key)
 	if _, err := t.exec(ctx, `DELETE FROM records WHERE key = ?`, key); err != nil {
 		return err
 	}
