@@ -135,6 +135,10 @@ type CVEAgent struct {
 
 // Store keeps the exposure of every agent. The control store implements it.
 type Store interface {
+	// HasAgents reports whether the fleet has an agent that is not
+	// removed.
+	HasAgents(ctx context.Context) (bool, error)
+
 	// PendingExposure returns up to limit agents queued for evaluation.
 	// Check-ins queue an agent whenever its stored inventory changes.
 	PendingExposure(ctx context.Context, limit int) ([]Pending, error)

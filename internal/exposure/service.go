@@ -46,6 +46,23 @@ func (s *Service) Run(ctx context.Context) {
 	defer poll.Stop()
 	var nextCatalog time.Time
 	for {
+		// The index of the catalog costs memory and a pass over the whole
+		// catalog: it is built once the fleet has an agent to evaluate, so
+		// that a lookup-only server never pays for it.
+		if !s.isReady() {
+			has, err := s.Store.HasAgents(ctx)
+			if err != nil && ctx.Err() == nil {
+				s.Logger.Warn("exposure: look for agents", "err", err)
+			}
+			if !has {
+				select {
+				case <-ctx.Done():
+					return
+				case <-poll.C:
+				}
+				continue
+			}
+		}
 		if now := time.Now(); !now.Before(nextCatalog) {
 			if err := s.RefreshCatalog(ctx); err != nil && ctx.Err() == nil {
 				s.Logger.Warn("exposure: refresh from the catalog", "err", err)

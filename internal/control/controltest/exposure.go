@@ -16,8 +16,20 @@ func testExposure(t *testing.T, b *Backend) {
 	ctx := context.Background()
 	f := newFixture(t, b)
 	s := f.s
+	hasAgents := func() bool {
+		t.Helper()
+		has, err := s.HasAgents(ctx)
+		wantKind(t, err, nil)
+		return has
+	}
+	if hasAgents() {
+		t.Error("HasAgents of an empty store: true")
+	}
 	a1 := f.enroll("web-01", "linux", "")
 	a2 := f.enroll("web-02", "linux", "")
+	if !hasAgents() {
+		t.Error("HasAgents with two agents: false")
+	}
 	inv := &device.Inventory{Software: []device.Software{{Name: "openssl", Version: "3.0.2", Ecosystem: "Debian:12"}}}
 	for _, a := range []*device.Agent{a1, a2} {
 		// The second check-in does not change the inventory.

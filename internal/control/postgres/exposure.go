@@ -14,6 +14,16 @@ import (
 	"github.com/patchline/patchline/internal/exposure"
 )
 
+// HasAgents implements exposure.Store.
+func (s *Store) HasAgents(ctx context.Context) (bool, error) {
+	var has bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM agents WHERE removed_at IS NULL)`).Scan(&has)
+	if err != nil {
+		return false, fmt.Errorf("look for agents: %w", err)
+	}
+	return has, nil
+}
+
 // PendingExposure implements exposure.Store. A removed agent comes with
 // an empty inventory, so that its findings are cleared. Replicas may take
 // the same agents: PutExposure of one agent is serialized, and its token
