@@ -57,18 +57,21 @@ func Open(ctx context.Context, path string, migrations fs.FS) (*DB, error) {
 		"synchronous(NORMAL)", // with WAL: durable at checkpoints, never corrupt
 		"foreign_keys(1)",
 		"temp_store(MEMORY)",
-		"cache_size(-65536)", // 64 MiB page cache per connection
 	} {
 		pragmas.Add("_pragma", p)
 	}
 	base := "file:" + path + "?" + pragmas.Encode()
-	write, err := sql.Open("sqlite", base+"&_txlock=immediate")
+	// Page caches: 64 MiB for the one writer, whose transactions revisit
+	// the pages they changed; 16 MiB for each of the readers, which the
+	// operating system's page cache backs, so that eight of them stay
+	// within the serving memory budget.
+	write, err := sql.Open("sqlite", base+"&_txlock=immediate&_pragma=cache_size(-65536)")
 	if err != nil {
 		return nil, err
 	}
 	write.SetMaxOpenConns(1)
 	write.SetConnMaxIdleTime(0)
-	read, err := sql.Open("sqlite", base+"&mode=ro")
+	read, err := sql.Open("sqlite", base+"&mode=ro&_pragma=cache_size(-16384)")
 	if err != nil {
 		write.Close()
 		return nil, err
