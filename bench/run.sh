@@ -6,7 +6,7 @@
 # check-ins with `patchline sim`, then run the Go benchmarks of the hot paths.
 #
 # Settings (environment): BENCH_DIR (work directory, default
-# /tmp/patchline-bench), SEED (1), CVES (300000), OSV (200000), CONNS (64),
+# /tmp/patchline-bench), SEED (1), CVES (300000), OSV (200000), CONNS (64, the GET by id mix), QUERY_CONNS (8, the list and batch mixes),
 # DURATION (20s per run), AGENTS (6000 simulated agents at a 1s interval),
 # DATA (the real feed records used as templates, ../shared/data),
 # REUSE_CATALOG=1 (skip the ingest and serve the catalog of the last run).
@@ -19,6 +19,7 @@ SEED=${SEED:-1}
 CVES=${CVES:-300000}
 OSV=${OSV:-200000}
 CONNS=${CONNS:-64}
+QUERY_CONNS=${QUERY_CONNS:-8}
 DURATION=${DURATION:-20s}
 AGENTS=${AGENTS:-6000}
 DATA=${DATA:-../shared/data}
@@ -60,6 +61,9 @@ rm -rf "$BENCH_DIR/data"
 	cvelist="$FEEDS/cvelist.zip" nvd="$FEEDS/nvd" epss="$FEEDS/epss_scores-2025-02-20.csv.gz" \
 	kev="$FEEDS/known_exploited_vulnerabilities.json" osv="$FEEDS/osv" >"$BENCH_DIR/ingest.log" 2>&1
 fi
+# A control store of its own for every run: agents left by an earlier run
+# would make serve build the exposure index of the catalog.
+rm -f "$BENCH_DIR/data/control.db" "$BENCH_DIR/data/control.db-wal" "$BENCH_DIR/data/control.db-shm"
 wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {print $2}' "$BENCH_DIR/ingest.time")
 rss=$(awk -F': ' '/Maximum resident set size/ {printf "%.0f MB", $2/1024}' "$BENCH_DIR/ingest.time")
 cpu=$(awk -F': ' '/User time/ {u=$2} /System time/ {s=$2} END {printf "%.0f s", u+s}' "$BENCH_DIR/ingest.time")
@@ -84,11 +88,11 @@ until curl -fs "http://$CVE_ADDR/healthz" >/dev/null 2>&1 && curl -fs "http://$C
 	sleep 0.5
 done
 say ""
-say "## Lookup API ($CONNS connections, $DURATION per run)"
+say "## Lookup API ($CONNS connections for GET by id, $QUERY_CONNS for lists and batches, $DURATION per run)"
 say ""
 say "serve RSS at start: $(awk '/VmRSS/ {printf "%.0f MB", $2/1024}' /proc/$SERVE/status); load: $(uptime | sed 's/.*load average/load average/')"
 say ""
-"$BENCH_DIR/load" cve -url "http://$CVE_ADDR" -conns "$CONNS" -duration "$DURATION" -pid "$SERVE" | tee -a "$OUT"
+"$BENCH_DIR/load" cve -url "http://$CVE_ADDR" -conns "$CONNS" -query-conns "$QUERY_CONNS" -duration "$DURATION" -pid "$SERVE" | tee -a "$OUT"
 
 # Agent check-ins.
 secret=$("$PL" enroll create --data "$BENCH_DIR/data")

@@ -14,6 +14,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -65,6 +66,13 @@ type result struct {
 	bytes    int64
 	elapsed  time.Duration
 	p50, p99 time.Duration
+	slowest  []timed // the slowest requests, slowest first
+}
+
+// timed is the latency of one request.
+type timed struct {
+	d    time.Duration
+	path string
 }
 
 func (r result) rps() float64 { return float64(r.n) / r.elapsed.Seconds() }
@@ -81,7 +89,7 @@ func newClient(conns int) *http.Client {
 func run(client *http.Client, base string, reqs []*request, conns int, d time.Duration, seed uint64) result {
 	var (
 		mu    sync.Mutex
-		all   []time.Duration
+		all   []timed
 		res   result
 		wg    sync.WaitGroup
 		start = time.Now()
@@ -92,7 +100,7 @@ func run(client *http.Client, base string, reqs []*request, conns int, d time.Du
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(seed, uint64(c)))
-			var lat []time.Duration
+			var lat []timed
 			var n, errs int
 			var nb int64
 			for time.Now().Before(end) {
@@ -113,7 +121,7 @@ func run(client *http.Client, base string, reqs []*request, conns int, d time.Du
 					errs++
 					continue
 				}
-				lat = append(lat, time.Since(t))
+				lat = append(lat, timed{time.Since(t), q.path})
 				n++
 				nb += m
 			}
@@ -127,10 +135,17 @@ func run(client *http.Client, base string, reqs []*request, conns int, d time.Du
 	}
 	wg.Wait()
 	res.elapsed = time.Since(start)
-	slices.Sort(all)
+	slices.SortFunc(all, func(a, b timed) int { return cmp.Compare(a.d, b.d) })
 	if len(all) > 0 {
-		res.p50 = all[len(all)*50/100]
-		res.p99 = all[min(len(all)-1, len(all)*99/100)]
+		res.p50 = all[len(all)*50/100].d
+		res.p99 = all[min(len(all)-1, len(all)*99/100)].d
+	}
+	seen := map[string]bool{}
+	for i := len(all) - 1; i >= 0 && len(res.slowest) < 5; i-- {
+		if !seen[all[i].path] {
+			seen[all[i].path] = true
+			res.slowest = append(res.slowest, all[i])
+		}
 	}
 	return res
 }
@@ -197,7 +212,8 @@ func capture(client *http.Client, base string, reqs []*request) []*request {
 func cveMain(args []string) {
 	fs := flag.NewFlagSet("cve", flag.ExitOnError)
 	base := fs.String("url", "http://127.0.0.1:18080", "base URL of the lookup listener (127.0.0.1 only)")
-	conns := fs.Int("conns", 64, "connections")
+	conns := fs.Int("conns", 64, "connections of the GET /cve/{id} mix")
+	queryConns := fs.Int("query-conns", 8, "connections of the list and batch mixes")
 	dur := fs.Duration("duration", 20*time.Second, "duration of each run")
 	pid := fs.Int("pid", 0, "process id of the server, for its RSS")
 	seed := fs.Uint64("seed", 1, "seed of the request mixes")
@@ -268,11 +284,14 @@ func cveMain(args []string) {
 		ra := run(rc, api, reqs, conns, d, *seed)
 		fmt.Printf("| %s | %d | %.0f | %.0f | %.0f%% | %s | %s | %s | %d |\n", name, conns, ra.rps(), rb.rps(),
 			100*ra.rps()/rb.rps(), ms(ra.p50), ms(ra.p99), ms(rb.p99), ra.errors)
+		for _, t := range ra.slowest {
+			log.Printf("%s: slowest %s %s", name, ms(t.d), t.path)
+		}
 		return ra, rb
 	}
 	mix(fmt.Sprintf("GET /cve/{id} (%d ids)", len(recReqs)), recReqs, *conns, *dur)
-	mix(fmt.Sprintf("GET /cve?… limit=50 (%d queries)", len(listReqs)), listReqs, *conns, *dur)
-	mix("POST /cve/batch (100 ids)", batchReqs, *conns, *dur)
+	mix(fmt.Sprintf("GET /cve?… limit=50 (%d queries)", len(listReqs)), listReqs, *queryConns, *dur)
+	mix("POST /cve/batch (100 ids)", batchReqs, *queryConns, *dur)
 	ra, rb := mix("GET /cve/bulk.jsonl", bulkReqs, 1, *dur)
 	fmt.Printf("\nbulk.jsonl: %.1f MB per stream; lookup API %.0f MB/s, bare handler %.0f MB/s (%.0f%%)\n",
 		float64(len(bulk.resp))/1e6, float64(ra.bytes)/1e6/ra.elapsed.Seconds(), float64(rb.bytes)/1e6/rb.elapsed.Seconds(),
