@@ -27,8 +27,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +43,7 @@ import (
 	"github.com/patchline/patchline/internal/device"
 	"github.com/patchline/patchline/internal/errs"
 	"github.com/patchline/patchline/internal/exposure"
+	"github.com/patchline/patchline/internal/pgmigrate"
 )
 
 //go:embed migrations/*.sql
@@ -142,50 +141,14 @@ func (s *Store) Ping(ctx context.Context) error {
 	return s.pool.Ping(ctx)
 }
 
-// migrate applies the embedded migrations that the database lacks, in name
-// order, each in a transaction of its own that first takes migrationLock.
+// migrate applies the embedded migrations that the database lacks
+// (pgmigrate.Apply), recording them with Unix milliseconds like the
+// store's other times.
 func migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
-	if err != nil {
-		return err
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		body, err := fs.ReadFile(migrationFiles, name)
-		if err != nil {
-			return err
-		}
-		base := name[len("migrations/"):]
-		if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			return applyMigration(ctx, tx, base, string(body))
-		}); err != nil {
-			return fmt.Errorf("migration %s: %w", base, err)
-		}
-	}
-	return nil
-}
-
-func applyMigration(ctx context.Context, tx pgx.Tx, name, body string) error {
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
-		return err
-	}
-	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+migrationsTable+` (
-		name    text   PRIMARY KEY,
-		applied bigint NOT NULL)`); err != nil {
-		return err
-	}
-	var done bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+migrationsTable+` WHERE name = $1)`, name).Scan(&done); err != nil {
-		return err
-	}
-	if done {
-		return nil
-	}
-	if _, err := tx.Exec(ctx, body); err != nil {
-		return err
-	}
-	_, err := tx.Exec(ctx, `INSERT INTO `+migrationsTable+` (name, applied) VALUES ($1, $2)`, name, time.Now().UnixMilli())
-	return err
+	return pgmigrate.Apply(ctx, pool, pgmigrate.Set{
+		Files: migrationFiles, Dir: "migrations", Table: migrationsTable, Lock: migrationLock,
+		Applied: func() int64 { return time.Now().UnixMilli() },
+	})
 }
 
 // maxAttempts bounds the runs of a write transaction that the server ended
