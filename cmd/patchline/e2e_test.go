@@ -126,6 +126,13 @@ func startServe(t testing.TB, data string, env []string, args ...string) *server
 // an empty data directory serve loads the bundled sample itself.
 func startServeFresh(t testing.TB, data string, env []string, args ...string) *server {
 	t.Helper()
+	return startServeWith(t, http.DefaultClient, "http", data, env, args...)
+}
+
+// startServeWith starts serve and waits until both listeners answer
+// client's GET /healthz over scheme (http, or https with --tls-cert).
+func startServeWith(t testing.TB, client *http.Client, scheme, data string, env []string, args ...string) *server {
+	t.Helper()
 	if data == "" {
 		data = t.TempDir()
 	}
@@ -163,9 +170,9 @@ func startServeFresh(t testing.TB, data string, env []string, args ...string) *s
 		case a := <-addrs:
 			switch a[0] {
 			case "lookup":
-				s.LookupURL = "http://" + a[1]
+				s.LookupURL = scheme + "://" + a[1]
 			case "control":
-				s.ControlURL = "http://" + a[1]
+				s.ControlURL = scheme + "://" + a[1]
 			}
 		case <-s.done:
 			t.Fatalf("serve exited before listening:\n%s", s.Log())
@@ -174,9 +181,9 @@ func startServeFresh(t testing.TB, data string, env []string, args ...string) *s
 		}
 	}
 	for _, u := range []string{s.LookupURL, s.ControlURL} {
-		resp, err := http.Get(u + "/healthz")
+		resp, err := client.Get(u + "/healthz")
 		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET %s/healthz: %v %v", u, resp, err)
+			t.Fatalf("GET %s/healthz: %v %v\n%s", u, resp, err, s.Log())
 		}
 		resp.Body.Close()
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -17,7 +16,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -73,58 +71,7 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string, cert *x509.
 func startServeTLS(t *testing.T, data string, env []string, client *http.Client, args ...string) *server {
 	t.Helper()
 	copyFile(t, sampleCatalog, filepath.Join(data, "catalog.db"))
-	s := &server{Data: data, done: make(chan struct{})}
-	all := append([]string{"serve", "--data", data, "--cve-addr", "127.0.0.1:0", "--control-addr", "127.0.0.1:0"}, args...)
-	s.cmd = exec.Command(binary, all...)
-	s.cmd.Env = append(os.Environ(), env...)
-	stderr, err := s.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	addrs := make(chan [2]string, 2)
-	go func() {
-		defer close(s.done)
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			s.mu.Lock()
-			s.log.WriteString(line + "\n")
-			s.mu.Unlock()
-			if m := listeningRE.FindStringSubmatch(line); m != nil {
-				addrs <- [2]string{m[1], m[2]}
-			}
-		}
-		io.Copy(io.Discard, stderr)
-	}()
-	t.Cleanup(func() { s.Stop(t) })
-	deadline := time.After(2 * time.Minute)
-	for s.LookupURL == "" || s.ControlURL == "" {
-		select {
-		case a := <-addrs:
-			switch a[0] {
-			case "lookup":
-				s.LookupURL = "https://" + a[1]
-			case "control":
-				s.ControlURL = "https://" + a[1]
-			}
-		case <-s.done:
-			t.Fatalf("serve exited before listening:\n%s", s.Log())
-		case <-deadline:
-			t.Fatalf("serve did not listen within 2 minutes:\n%s", s.Log())
-		}
-	}
-	for _, u := range []string{s.LookupURL, s.ControlURL} {
-		resp, err := client.Get(u + "/healthz")
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET %s/healthz: %v %v\n%s", u, resp, err, s.Log())
-		}
-		resp.Body.Close()
-	}
-	return s
+	return startServeWith(t, client, "https", data, env, args...)
 }
 
 func TestTLSEndToEnd(t *testing.T) {
