@@ -133,6 +133,40 @@ type CVEAgent struct {
 	Findings []Finding
 }
 
+// AddFinding adds a finding of agent ag (AgentID, Hostname and Ring set) to
+// agents, the agents of one CVE in agent order as a store reads them, and
+// returns it: a finding of the last agent joins its findings, and makes it
+// affected when it is.
+func AddFinding(agents []CVEAgent, ag CVEAgent, fi Finding) []CVEAgent {
+	if n := len(agents); n > 0 && agents[n-1].AgentID == ag.AgentID {
+		last := &agents[n-1]
+		last.Findings = append(last.Findings, fi)
+		if fi.Status == Affected {
+			last.Status = Affected
+		}
+		return agents
+	}
+	ag.Status, ag.Findings = fi.Status, []Finding{fi}
+	return append(agents, ag)
+}
+
+// Keep returns the agents of f's Status (all when empty), at most f.Limit.
+func (f AgentFilter) Keep(agents []CVEAgent) []CVEAgent {
+	if f.Status != "" {
+		kept := agents[:0]
+		for _, a := range agents {
+			if a.Status == f.Status {
+				kept = append(kept, a)
+			}
+		}
+		agents = kept
+	}
+	if f.Limit > 0 && len(agents) > f.Limit {
+		agents = agents[:f.Limit]
+	}
+	return agents
+}
+
 // Store keeps the exposure of every agent. The control store implements it.
 type Store interface {
 	// HasAgents reports whether the fleet has an agent that is not

@@ -155,3 +155,28 @@ func TestBranch(t *testing.T) {
 		}
 	}
 }
+
+func TestAddFindingAndKeep(t *testing.T) {
+	var agents []CVEAgent
+	add := func(id string, st Status) {
+		agents = AddFinding(agents, CVEAgent{AgentID: id, Hostname: "host-" + id},
+			Finding{CVEID: "CVE-2024-0001", Package: id + "-pkg", Status: st})
+	}
+	add("a", Unknown)
+	add("a", Affected) // a second finding of a makes it affected
+	add("b", Unknown)
+	add("c", Affected)
+	if len(agents) != 3 || agents[0].Status != Affected || len(agents[0].Findings) != 2 || agents[1].Status != Unknown {
+		t.Fatalf("grouped: %+v", agents)
+	}
+	affected := AgentFilter{Status: Affected}.Keep(append([]CVEAgent(nil), agents...))
+	if len(affected) != 2 || affected[0].AgentID != "a" || affected[1].AgentID != "c" {
+		t.Errorf("Keep(affected) = %+v", affected)
+	}
+	if got := (AgentFilter{Limit: 1}).Keep(append([]CVEAgent(nil), agents...)); len(got) != 1 || got[0].AgentID != "a" {
+		t.Errorf("Keep(limit 1) = %+v", got)
+	}
+	if got := (AgentFilter{}).Keep(agents); len(got) != 3 {
+		t.Errorf("Keep(no filter) = %+v", got)
+	}
+}

@@ -472,34 +472,14 @@ func (s *Store) VulnerabilityAgents(ctx context.Context, f exposure.AgentFilter)
 				return err
 			}
 			fi.CVEID = f.CVEID
-			if n := len(out); n > 0 && out[n-1].AgentID == a.AgentID {
-				out[n-1].Findings = append(out[n-1].Findings, fi)
-				if fi.Status == exposure.Affected {
-					out[n-1].Status = exposure.Affected
-				}
-				continue
-			}
-			a.Status, a.Findings = fi.Status, []exposure.Finding{fi}
-			out = append(out, a)
+			out = exposure.AddFinding(out, a, fi)
 		}
 		return rows.Err()
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agents of %s: %w", f.CVEID, err)
 	}
-	if f.Status != "" {
-		kept := out[:0]
-		for _, a := range out {
-			if a.Status == f.Status {
-				kept = append(kept, a)
-			}
-		}
-		out = kept
-	}
-	if f.Limit > 0 && len(out) > f.Limit {
-		out = out[:f.Limit]
-	}
-	return out, nil
+	return f.Keep(out), nil
 }
 
 // insertRolloutAgents stores the agents a rollout targets; none means
