@@ -9,10 +9,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/patchline/patchline/internal/admin"
+	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/errs"
 )
-
-const adminColumns = `id, email, password_hash, created_at, last_login_at`
 
 // CreateAdmin implements admin.Store.
 func (s *Store) CreateAdmin(ctx context.Context, a *admin.Admin) error {
@@ -29,7 +28,7 @@ func (s *Store) CreateAdmin(ctx context.Context, a *admin.Admin) error {
 }
 
 func insertAdmin(ctx context.Context, tx pgx.Tx, a *admin.Admin) error {
-	_, err := tx.Exec(ctx, `INSERT INTO admins (`+adminColumns+`) VALUES ($1, $2, $3, $4, $5)`,
+	_, err := tx.Exec(ctx, `INSERT INTO admins (`+schema.AdminColumns+`) VALUES ($1, $2, $3, $4, $5)`,
 		a.ID, pgText(a.Email), a.PasswordHash, ms(a.CreatedAt), msPtr(a.LastLoginAt))
 	return err
 }
@@ -37,7 +36,7 @@ func insertAdmin(ctx context.Context, tx pgx.Tx, a *admin.Admin) error {
 // FindAdminByEmail implements admin.Store. Email addresses compare without
 // regard to ASCII case.
 func (s *Store) FindAdminByEmail(ctx context.Context, email string) (*admin.Admin, error) {
-	a, err := scanAdmin(s.pool.QueryRow(ctx, `SELECT `+adminColumns+` FROM admins WHERE lower(email) = lower($1)`, pgText(email)))
+	a, err := scanAdmin(s.pool.QueryRow(ctx, `SELECT `+schema.AdminColumns+` FROM admins WHERE lower(email) = lower($1)`, pgText(email)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errs.NotFoundf("no administrator with email %s", email)
 	}
@@ -49,7 +48,7 @@ func (s *Store) FindAdminByEmail(ctx context.Context, email string) (*admin.Admi
 
 // FindAdmins implements admin.Store.
 func (s *Store) FindAdmins(ctx context.Context) ([]*admin.Admin, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+adminColumns+` FROM admins ORDER BY created_at, id`)
+	rows, err := s.pool.Query(ctx, `SELECT `+schema.AdminColumns+` FROM admins ORDER BY created_at, id`)
 	if err != nil {
 		return nil, fmt.Errorf("find admins: %w", err)
 	}
@@ -75,7 +74,7 @@ func (s *Store) RecordAdminLogin(ctx context.Context, id string, at time.Time) e
 		return fmt.Errorf("record admin login %s: %w", id, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return notFound("administrator", id)
+		return schema.NotFound("administrator", id)
 	}
 	return nil
 }
@@ -115,8 +114,6 @@ func scanAdmin(row scanner) (*admin.Admin, error) {
 	return &a, nil
 }
 
-const sessionColumns = `s.id_hash, s.admin_id, a.email, s.created_at, s.last_seen_at, s.expires_at, s.reauth_at, s.client_address, s.user_agent`
-
 // CreateSession implements admin.SessionStore.
 func (s *Store) CreateSession(ctx context.Context, sess *admin.Session) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO admin_sessions
@@ -133,7 +130,7 @@ func (s *Store) CreateSession(ctx context.Context, sess *admin.Session) error {
 // FindSession implements admin.SessionStore. It reads the database every
 // time: a session ended on one replica ends on all.
 func (s *Store) FindSession(ctx context.Context, idHash []byte) (*admin.Session, error) {
-	row := s.pool.QueryRow(ctx, `SELECT `+sessionColumns+`
+	row := s.pool.QueryRow(ctx, `SELECT `+schema.SessionColumns+`
 		FROM admin_sessions s JOIN admins a ON a.id = s.admin_id
 		WHERE s.id_hash = $1`, idHash)
 	var sess admin.Session
@@ -204,7 +201,7 @@ func (s *Store) SetTOTP(ctx context.Context, t *admin.TOTP) error {
 			return fmt.Errorf("set totp of %s: %w", t.AdminID, err)
 		}
 		if n == 0 {
-			return notFound("administrator", t.AdminID)
+			return schema.NotFound("administrator", t.AdminID)
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO admin_totp (admin_id, secret, enabled_at, last_step) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (admin_id) DO UPDATE SET secret = excluded.secret, enabled_at = excluded.enabled_at, last_step = excluded.last_step`,

@@ -10,13 +10,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/device"
 	"github.com/patchline/patchline/internal/errs"
 )
-
-const agentColumns = `id, hostname, os_platform, os_name, os_version, os_build, arch, agent_version, capability,
-	ips, ring, enroll_secret_id, credential_hash, enrolled_at, last_seen_at, inventory,
-	feature_upgrade, feature_target, applied_policies, reboot_pending, removed_at, ring_source, inventory_hash`
 
 // EnrollAgent implements device.AgentStore. It locks the row of the
 // enrollment secret, so that a revocation is either before the enrollment
@@ -75,7 +72,7 @@ func insertAgent(ctx context.Context, tx pgx.Tx, a *device.Agent) error {
 	if a.RingSource == "" {
 		a.RingSource = device.RingSourceManual
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO agents (`+agentColumns+`)
+	_, err = tx.Exec(ctx, `INSERT INTO agents (`+schema.AgentColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)`,
 		pgText(a.ID), pgText(a.Hostname), pgText(a.OS.Platform), pgText(a.OS.Name), pgText(a.OS.Version), pgText(a.OS.Build),
 		pgText(a.Arch), pgText(a.AgentVersion), a.Capability,
@@ -130,7 +127,7 @@ func (s *Store) FindAgentByID(ctx context.Context, id string) (*device.Agent, er
 		return nil, fmt.Errorf("find agent %s: %w", id, err)
 	}
 	if a.RemovedAt != nil {
-		return nil, notFound("agent", id)
+		return nil, schema.NotFound("agent", id)
 	}
 	return a, nil
 }
@@ -138,9 +135,9 @@ func (s *Store) FindAgentByID(ctx context.Context, id string) (*device.Agent, er
 // findAgent returns an agent, removed or not; lock is "" or a locking
 // clause.
 func findAgent(ctx context.Context, q querier, id, lock string) (*device.Agent, error) {
-	a, err := scanAgent(q.QueryRow(ctx, `SELECT `+agentColumns+` FROM agents WHERE id = $1 `+lock, pgText(id)))
+	a, err := scanAgent(q.QueryRow(ctx, `SELECT `+schema.AgentColumns+` FROM agents WHERE id = $1 `+lock, pgText(id)))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, notFound("agent", id)
+		return nil, schema.NotFound("agent", id)
 	}
 	return a, err
 }
@@ -156,7 +153,7 @@ func (s *Store) FindAgents(ctx context.Context, f device.AgentFilter) ([]*device
 		}
 		where = append(where, `id = ANY(`+a.add(ids)+`)`)
 	}
-	switch cutoff := ms(timeOr(f.Now, s.Now).Add(-device.OfflineAfter)); f.Status {
+	switch cutoff := ms(schema.TimeOr(f.Now, s.Now).Add(-device.OfflineAfter)); f.Status {
 	case device.StatusOnline:
 		where = append(where, `last_seen_at > `+a.add(cutoff))
 	case device.StatusOffline:
@@ -169,7 +166,7 @@ func (s *Store) FindAgents(ctx context.Context, f device.AgentFilter) ([]*device
 		where = append(where, `ring = `+a.add(pgText(f.Ring)))
 	}
 	if f.Text != "" {
-		pat := a.add("%" + likeEscape(pgText(f.Text)) + "%")
+		pat := a.add("%" + schema.LikeEscape(pgText(f.Text)) + "%")
 		where = append(where, `(hostname ILIKE `+pat+` ESCAPE '\' OR id ILIKE `+pat+` ESCAPE '\')`)
 	}
 	if f.FeatureUpgrade != "" {
@@ -178,7 +175,7 @@ func (s *Store) FindAgents(ctx context.Context, f device.AgentFilter) ([]*device
 	if f.After != nil {
 		where = append(where, `(hostname, id) > (`+a.add(pgText(f.After.Hostname))+`, `+a.add(pgText(f.After.ID))+`)`)
 	}
-	query := `SELECT ` + agentColumns + ` FROM agents WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY hostname, id`
+	query := `SELECT ` + schema.AgentColumns + ` FROM agents WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY hostname, id`
 	if f.Limit > 0 {
 		query += ` LIMIT ` + a.add(f.Limit)
 	}
@@ -207,7 +204,7 @@ func (s *Store) FindAgentCredential(ctx context.Context, id string) (*device.Age
 	var removed *int64
 	err := s.pool.QueryRow(ctx, `SELECT credential_hash, removed_at FROM agents WHERE id = $1`, pgText(id)).Scan(&c.Hash, &removed)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, notFound("agent", id)
+		return nil, schema.NotFound("agent", id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("find agent credential %s: %w", id, err)
@@ -225,7 +222,7 @@ func (s *Store) SetAgentRing(ctx context.Context, id, ring string) (*device.Agen
 			return err
 		}
 		if a.RemovedAt != nil {
-			return notFound("agent", id)
+			return schema.NotFound("agent", id)
 		}
 		if ring != "" {
 			if _, err := findRing(ctx, tx, ring); errors.Is(err, errs.ErrNotFound) {
@@ -255,7 +252,7 @@ func (s *Store) SetAgentRingByRule(ctx context.Context, id string) (*device.Agen
 			return err
 		}
 		if a.RemovedAt != nil {
-			return notFound("agent", id)
+			return schema.NotFound("agent", id)
 		}
 		rings, err := findRings(ctx, tx)
 		if err != nil {
@@ -322,7 +319,7 @@ func (s *Store) RemoveAgent(ctx context.Context, id string, cmd *device.Command)
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return notFound("agent", id)
+			return schema.NotFound("agent", id)
 		}
 		result, _ := json.Marshal(device.Result{Message: "canceled: the agent was removed"})
 		if _, err := tx.Exec(ctx, `UPDATE commands SET state = 'canceled', result = $1, updated_at = $2

@@ -9,9 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/patchline/patchline/internal/audit"
+	"github.com/patchline/patchline/internal/control/schema"
 )
-
-const auditColumns = `id, time, actor, key_id, action, method, path, status, client_address, details, prev_hash, hash`
 
 // AppendAudit implements audit.Log. The transaction takes auditLock before
 // it reads the head of the chain and holds it to its commit: appends from
@@ -50,7 +49,7 @@ func (s *Store) AppendAudit(ctx context.Context, e *audit.Entry) error {
 			return err
 		}
 		e.Chain(prevID, prevHash)
-		_, err = tx.Exec(ctx, `INSERT INTO audit_log (`+auditColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+		_, err = tx.Exec(ctx, `INSERT INTO audit_log (`+schema.AuditColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
 			e.ID, ms(e.Time), e.Actor, e.KeyID, e.Action, e.Method, e.Path, e.Status, e.ClientAddress,
 			nullBytes(e.Details), e.PrevHash, e.Hash)
 		return err
@@ -74,7 +73,7 @@ func (s *Store) FindAuditEntries(ctx context.Context, f audit.Filter) ([]*audit.
 	if f.Before > 0 {
 		where = append(where, `id < `+a.add(f.Before))
 	}
-	query := `SELECT ` + auditColumns + ` FROM audit_log`
+	query := `SELECT ` + schema.AuditColumns + ` FROM audit_log`
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, ` AND `)
 	}
@@ -107,7 +106,7 @@ func (s *Store) WalkAudit(ctx context.Context, fn func(*audit.Entry) error) erro
 	const page = 1000
 	var after int64
 	for {
-		rows, err := s.pool.Query(ctx, `SELECT `+auditColumns+` FROM audit_log WHERE id > $1 ORDER BY id LIMIT $2`, after, page)
+		rows, err := s.pool.Query(ctx, `SELECT `+schema.AuditColumns+` FROM audit_log WHERE id > $1 ORDER BY id LIMIT $2`, after, page)
 		if err != nil {
 			return fmt.Errorf("walk audit log: %w", err)
 		}

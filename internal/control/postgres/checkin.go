@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/device"
 	"github.com/patchline/patchline/internal/errs"
 )
@@ -26,7 +27,7 @@ const (
 		ring = CASE WHEN ring_source = 'rule' THEN $17 ELSE ring END
 		WHERE id = $18 AND removed_at IS NULL`
 	// seq: the order they were queued in.
-	sqlQueuedCommands = `SELECT ` + commandColumns + ` FROM commands
+	sqlQueuedCommands = `SELECT ` + schema.CommandColumns + ` FROM commands
 		WHERE agent_id = $1 AND state = 'queued' AND expires_at > $2 AND (NOT $3 OR type = 'remove')
 		ORDER BY created_at, seq LIMIT $4
 		FOR UPDATE SKIP LOCKED`
@@ -59,7 +60,7 @@ func (s *Store) CheckIn(ctx context.Context, id string, c device.CheckIn) ([]*de
 			var stored string
 			err := tx.QueryRow(ctx, `SELECT inventory_hash FROM agents WHERE id = $1 FOR NO KEY UPDATE`, id).Scan(&stored)
 			if errors.Is(err, pgx.ErrNoRows) {
-				return notFound("agent", id)
+				return schema.NotFound("agent", id)
 			}
 			if err != nil {
 				return err
@@ -88,14 +89,14 @@ func (s *Store) CheckIn(ctx context.Context, id string, c device.CheckIn) ([]*de
 			var removed *int64
 			err := tx.QueryRow(ctx, `SELECT removed_at FROM agents WHERE id = $1 FOR NO KEY UPDATE`, id).Scan(&removed)
 			if errors.Is(err, pgx.ErrNoRows) {
-				return notFound("agent", id)
+				return schema.NotFound("agent", id)
 			}
 			if err != nil {
 				return err
 			}
 			var active int
 			if err := tx.QueryRow(ctx, `SELECT count(*) FROM commands
-				WHERE agent_id = $1 AND type = 'remove' AND state IN `+activeStates, id).Scan(&active); err != nil {
+				WHERE agent_id = $1 AND type = 'remove' AND state IN `+schema.ActiveStates, id).Scan(&active); err != nil {
 				return err
 			}
 			if active == 0 {

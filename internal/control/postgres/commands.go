@@ -10,14 +10,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/device"
 	"github.com/patchline/patchline/internal/errs"
 )
-
-const commandColumns = `id, agent_id, type, state, params, result, created_by, created_at, updated_at, expires_at, rollout_id, rollout_ring`
-
-// activeStates is the SQL list of device.ActiveStates.
-const activeStates = `('queued', 'delivered', 'running')`
 
 // CreateCommands implements device.CommandStore. It locks the row of each
 // agent, so that two replicas queueing with skipActive do not both queue.
@@ -29,7 +25,7 @@ func (s *Store) CreateCommands(ctx context.Context, cmds []*device.Command, skip
 			var removed *int64
 			err := tx.QueryRow(ctx, `SELECT removed_at FROM agents WHERE id = $1 FOR NO KEY UPDATE`, pgText(c.AgentID)).Scan(&removed)
 			if errors.Is(err, pgx.ErrNoRows) || err == nil && removed != nil {
-				return notFound("agent", c.AgentID)
+				return schema.NotFound("agent", c.AgentID)
 			}
 			if err != nil {
 				return err
@@ -37,7 +33,7 @@ func (s *Store) CreateCommands(ctx context.Context, cmds []*device.Command, skip
 			if skipActive {
 				var n int
 				if err := tx.QueryRow(ctx, `SELECT count(*) FROM commands
-					WHERE agent_id = $1 AND type = $2 AND state IN `+activeStates, c.AgentID, string(c.Type)).Scan(&n); err != nil {
+					WHERE agent_id = $1 AND type = $2 AND state IN `+schema.ActiveStates, c.AgentID, string(c.Type)).Scan(&n); err != nil {
 					return err
 				}
 				if n > 0 {
@@ -62,7 +58,7 @@ func insertCommand(ctx context.Context, tx pgx.Tx, c *device.Command) error {
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO commands (`+commandColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+	_, err = tx.Exec(ctx, `INSERT INTO commands (`+schema.CommandColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
 		c.ID, c.AgentID, string(c.Type), string(c.State), nullBytes(c.Params), result, pgText(c.CreatedBy),
 		ms(c.CreatedAt), ms(c.UpdatedAt), ms(c.ExpiresAt), nullString(c.RolloutID), nullString(c.RolloutRing))
 	if _, ok := isUnique(err); ok {
@@ -94,7 +90,7 @@ func (s *Store) FindCommandByID(ctx context.Context, id string) (*device.Command
 
 // findCommand returns a command; lock is "" or a locking clause.
 func findCommand(ctx context.Context, q querier, id, lock string) (*device.Command, error) {
-	rows, err := q.Query(ctx, `SELECT `+commandColumns+` FROM commands WHERE id = $1 `+lock, pgText(id))
+	rows, err := q.Query(ctx, `SELECT `+schema.CommandColumns+` FROM commands WHERE id = $1 `+lock, pgText(id))
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +99,7 @@ func findCommand(ctx context.Context, q querier, id, lock string) (*device.Comma
 		return nil, err
 	}
 	if len(cmds) == 0 {
-		return nil, notFound("command", id)
+		return nil, schema.NotFound("command", id)
 	}
 	return cmds[0], nil
 }
@@ -131,7 +127,7 @@ func (s *Store) FindCommands(ctx context.Context, f device.CommandFilter) ([]*de
 	if f.Before != nil {
 		where = append(where, `(created_at, id) < (`+a.add(ms(f.Before.CreatedAt))+`, `+a.add(pgText(f.Before.ID))+`)`)
 	}
-	query := `SELECT ` + commandColumns + ` FROM commands`
+	query := `SELECT ` + schema.CommandColumns + ` FROM commands`
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, ` AND `)
 	}
@@ -160,7 +156,7 @@ func (s *Store) ReportCommand(ctx context.Context, agentID, id string, r device.
 			return err
 		}
 		if c.AgentID != agentID {
-			return notFound("command", id)
+			return schema.NotFound("command", id)
 		}
 		if !device.CanTransition(c.State, r.State) {
 			return errs.Conflictf("command %s is %s and cannot become %s", id, c.State, r.State)
@@ -229,7 +225,7 @@ func (s *Store) ExpireCommands(ctx context.Context, now time.Time) (int, error) 
 	err := s.write(ctx, func(tx pgx.Tx) error {
 		result, _ := json.Marshal(device.Result{Message: "expired: the agent did not finish it in time"})
 		tag, err := tx.Exec(ctx, `UPDATE commands SET state = 'expired', result = coalesce(result, $1), updated_at = $2
-			WHERE state IN `+activeStates+` AND expires_at <= $2`, string(result), ms(now))
+			WHERE state IN `+schema.ActiveStates+` AND expires_at <= $2`, string(result), ms(now))
 		if err != nil {
 			return err
 		}
@@ -252,7 +248,7 @@ func (s *Store) SaveLogBundle(ctx context.Context, b *device.LogBundle) error {
 			return err
 		}
 		if c.AgentID != b.AgentID || c.Type != device.CollectLogs {
-			return notFound("collect-logs command", b.CommandID)
+			return schema.NotFound("collect-logs command", b.CommandID)
 		}
 		if c.State.Final() {
 			return errs.Conflictf("command %s is %s", c.ID, c.State)

@@ -41,7 +41,6 @@ import (
 	"github.com/patchline/patchline/internal/audit"
 	"github.com/patchline/patchline/internal/control"
 	"github.com/patchline/patchline/internal/device"
-	"github.com/patchline/patchline/internal/errs"
 	"github.com/patchline/patchline/internal/exposure"
 	"github.com/patchline/patchline/internal/pgmigrate"
 )
@@ -260,12 +259,6 @@ func str(s *string) string {
 	return *s
 }
 
-// likeEscape escapes s for a LIKE pattern with ESCAPE '\'.
-func likeEscape(s string) string {
-	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
-	return r.Replace(s)
-}
-
 // pgText returns s as PostgreSQL's text takes it: valid UTF-8 without NUL
 // bytes, each byte it cannot hold replaced by U+FFFD.
 func pgText(s string) string {
@@ -273,17 +266,4 @@ func pgText(s string) string {
 		return s
 	}
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
-}
-
-// notFound wraps errs.ErrNotFound with a client-facing message.
-func notFound(what, id string) error {
-	return errs.NotFoundf("%s %s not found", what, id)
-}
-
-// timeOr returns t, or the time of now when t is zero.
-func timeOr(t time.Time, now func() time.Time) time.Time {
-	if t.IsZero() {
-		return now()
-	}
-	return t
 }

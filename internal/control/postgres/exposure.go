@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/exposure"
 )
@@ -335,7 +336,7 @@ func (s *Store) PutRisks(ctx context.Context, risks []exposure.Risk) error {
 				VALUES ($1, $2, $3, $4, $5, $6, $7)
 				ON CONFLICT (cve_key) DO UPDATE SET cve_id = excluded.cve_id, kev = excluded.kev, epss = excluded.epss,
 					cvss = excluded.cvss, severity = excluded.severity, description = excluded.description`,
-				key, r.CVEID, r.KEV, orMinus(r.EPSS), orMinus(r.CVSS), pgText(r.Severity), pgText(r.Description))
+				key, r.CVEID, r.KEV, schema.OrMinus(r.EPSS), schema.OrMinus(r.CVSS), pgText(r.Severity), pgText(r.Description))
 		}
 		return tx.SendBatch(ctx, batch).Close()
 	})
@@ -345,35 +346,6 @@ func (s *Store) PutRisks(ctx context.Context, risks []exposure.Risk) error {
 	return nil
 }
 
-func orMinus(f *float64) float64 {
-	if f == nil {
-		return -1
-	}
-	return *f
-}
-
-func fromMinus(f float64) *float64 {
-	if f < 0 {
-		return nil
-	}
-	return &f
-}
-
-// riskColumns are the columns scanRisk reads, of cve_risks aliased r.
-const riskColumns = `r.cve_id, r.kev, r.epss, r.cvss, r.severity, r.description`
-
-func scanRisk(dst *exposure.Risk, extra ...any) []any {
-	return append([]any{&dst.CVEID, &dst.KEV, new(float64), new(float64), &dst.Severity, &dst.Description}, extra...)
-}
-
-func fillRisk(dst *exposure.Risk, args []any) {
-	dst.EPSS = fromMinus(*args[2].(*float64))
-	dst.CVSS = fromMinus(*args[3].(*float64))
-}
-
-// riskOrder orders rows of cve_risks r by risk.
-const riskOrder = `r.kev DESC, r.epss DESC, r.cvss DESC, r.cve_key`
-
 // AgentVulnerabilities implements exposure.Store.
 func (s *Store) AgentVulnerabilities(ctx context.Context, agentID string) ([]exposure.AgentVulnerability, error) {
 	var out []exposure.AgentVulnerability
@@ -382,14 +354,14 @@ func (s *Store) AgentVulnerabilities(ctx context.Context, agentID string) ([]exp
 		var removed *int64
 		err := tx.QueryRow(ctx, `SELECT removed_at FROM agents WHERE id = $1`, pgText(agentID)).Scan(&removed)
 		if errors.Is(err, pgx.ErrNoRows) || (err == nil && removed != nil) {
-			return notFound("agent", agentID)
+			return schema.NotFound("agent", agentID)
 		}
 		if err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `SELECT `+riskColumns+`, `+findingColumns+`
+		rows, err := tx.Query(ctx, `SELECT `+schema.RiskColumns+`, `+schema.FindingColumns+`
 			FROM agent_vulnerabilities v JOIN cve_risks r ON r.cve_key = v.cve_key
-			WHERE v.agent_id = $1 ORDER BY `+riskOrder+`, v.ecosystem, v.product, v.package, v.installed`, agentID)
+			WHERE v.agent_id = $1 ORDER BY `+schema.RiskOrder+`, v.ecosystem, v.product, v.package, v.installed`, agentID)
 		if err != nil {
 			return err
 		}
@@ -397,11 +369,11 @@ func (s *Store) AgentVulnerabilities(ctx context.Context, agentID string) ([]exp
 		for rows.Next() {
 			var risk exposure.Risk
 			var f exposure.Finding
-			args := scanRisk(&risk, findingArgs(&f)...)
+			args := schema.ScanRisk(&risk, schema.FindingArgs(&f)...)
 			if err := rows.Scan(args...); err != nil {
 				return err
 			}
-			fillRisk(&risk, args)
+			schema.FillRisk(&risk, args)
 			f.CVEID = risk.CVEID
 			if n := len(out); n > 0 && out[n-1].CVEID == risk.CVEID {
 				out[n-1].Findings = append(out[n-1].Findings, f)
@@ -420,12 +392,6 @@ func (s *Store) AgentVulnerabilities(ctx context.Context, agentID string) ([]exp
 	return out, nil
 }
 
-const findingColumns = `v.ecosystem, v.product, v.package, v.installed, v.fixed, v.kb, v.status, v.reason, v.eol_from, v.eoes_from`
-
-func findingArgs(f *exposure.Finding) []any {
-	return []any{&f.Ecosystem, &f.Product, &f.Package, &f.Installed, &f.Fixed, &f.KB, (*string)(&f.Status), &f.Reason, &f.EOLFrom, &f.EOESFrom}
-}
-
 // FleetVulnerabilities implements exposure.Store.
 func (s *Store) FleetVulnerabilities(ctx context.Context, f exposure.FleetFilter) ([]exposure.FleetVulnerability, error) {
 	where := []string{`true`}
@@ -441,8 +407,8 @@ func (s *Store) FleetVulnerabilities(ctx context.Context, f exposure.FleetFilter
 		where = append(where, `(r.kev < `+kev+` OR (r.kev = `+kev+` AND (r.epss < `+epss+` OR (r.epss = `+epss+
 			` AND (r.cvss < `+cvss+` OR (r.cvss = `+cvss+` AND r.cve_key > `+a.add(c.CVEKey)+`))))))`)
 	}
-	query := `SELECT ` + riskColumns + `, e.affected, e.unknown FROM cve_exposure e JOIN cve_risks r ON r.cve_key = e.cve_key
-		WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY ` + riskOrder
+	query := `SELECT ` + schema.RiskColumns + `, e.affected, e.unknown FROM cve_exposure e JOIN cve_risks r ON r.cve_key = e.cve_key
+		WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY ` + schema.RiskOrder
 	if f.Limit > 0 {
 		query += ` LIMIT ` + a.add(f.Limit)
 	}
@@ -455,12 +421,12 @@ func (s *Store) FleetVulnerabilities(ctx context.Context, f exposure.FleetFilter
 		}
 		for rows.Next() {
 			var v exposure.FleetVulnerability
-			dst := scanRisk(&v.Risk, &v.Affected, &v.Unknown)
+			dst := schema.ScanRisk(&v.Risk, &v.Affected, &v.Unknown)
 			if err := rows.Scan(dst...); err != nil {
 				rows.Close()
 				return err
 			}
-			fillRisk(&v.Risk, dst)
+			schema.FillRisk(&v.Risk, dst)
 			out = append(out, v)
 		}
 		rows.Close()
@@ -506,7 +472,7 @@ func (s *Store) VulnerabilityAgents(ctx context.Context, f exposure.AgentFilter)
 	if f.After != "" {
 		where = append(where, `v.agent_id > `+a.add(pgText(f.After)))
 	}
-	query := `SELECT v.agent_id, a.hostname, coalesce(a.ring, ''), ` + findingColumns + `
+	query := `SELECT v.agent_id, a.hostname, coalesce(a.ring, ''), ` + schema.FindingColumns + `
 		FROM agent_vulnerabilities v JOIN agents a ON a.id = v.agent_id
 		WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY v.agent_id, v.ecosystem, v.product, v.package`
 	var out []exposure.CVEAgent
@@ -520,7 +486,7 @@ func (s *Store) VulnerabilityAgents(ctx context.Context, f exposure.AgentFilter)
 		for rows.Next() {
 			var ag exposure.CVEAgent
 			var fi exposure.Finding
-			if err := rows.Scan(append([]any{&ag.AgentID, &ag.Hostname, &ag.Ring}, findingArgs(&fi)...)...); err != nil {
+			if err := rows.Scan(append([]any{&ag.AgentID, &ag.Hostname, &ag.Ring}, schema.FindingArgs(&fi)...)...); err != nil {
 				return err
 			}
 			fi.CVEID = f.CVEID

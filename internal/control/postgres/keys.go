@@ -9,16 +9,15 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/patchline/patchline/internal/apikey"
+	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/device"
 	"github.com/patchline/patchline/internal/errs"
 )
 
-const keyColumns = `id, name, secret_hash, privileged, created_by, created_at, last_used_at, expires_at, revoked_at`
-
 // CreateKey implements apikey.KeyStore.
 func (s *Store) CreateKey(ctx context.Context, k *apikey.Key) error {
 	err := s.write(ctx, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO api_keys (`+keyColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		_, err := tx.Exec(ctx, `INSERT INTO api_keys (`+schema.KeyColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 			k.ID, pgText(k.Name), k.SecretHash, k.Privileged, pgText(k.CreatedBy), ms(k.CreatedAt),
 			msPtr(k.LastUsedAt), msPtr(k.ExpiresAt), msPtr(k.RevokedAt))
 		return err
@@ -44,16 +43,16 @@ func (s *Store) FindKeyByID(ctx context.Context, id string) (*apikey.Key, error)
 
 // findKey returns a key; lock is "" or a locking clause.
 func findKey(ctx context.Context, q querier, id, lock string) (*apikey.Key, error) {
-	k, err := scanKey(q.QueryRow(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE id = $1 `+lock, pgText(id)))
+	k, err := scanKey(q.QueryRow(ctx, `SELECT `+schema.KeyColumns+` FROM api_keys WHERE id = $1 `+lock, pgText(id)))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, notFound("API key", id)
+		return nil, schema.NotFound("API key", id)
 	}
 	return k, err
 }
 
 // FindKeys implements apikey.KeyStore.
 func (s *Store) FindKeys(ctx context.Context, f apikey.KeyFilter) ([]*apikey.Key, error) {
-	query := `SELECT ` + keyColumns + ` FROM api_keys`
+	query := `SELECT ` + schema.KeyColumns + ` FROM api_keys`
 	var a args
 	if f.Active != nil {
 		now := a.add(ms(f.Now))
@@ -163,8 +162,6 @@ func scanKey(row scanner) (*apikey.Key, error) {
 	return &k, nil
 }
 
-const enrollColumns = `id, secret_hash, ring, created_by, created_at, expires_at, revoked_at, last_used_at, uses`
-
 // CreateEnrollSecret implements device.EnrollSecretStore.
 func (s *Store) CreateEnrollSecret(ctx context.Context, e *device.EnrollSecret) error {
 	err := s.write(ctx, func(tx pgx.Tx) error {
@@ -175,7 +172,7 @@ func (s *Store) CreateEnrollSecret(ctx context.Context, e *device.EnrollSecret) 
 				return err
 			}
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO enroll_secrets (`+enrollColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		_, err := tx.Exec(ctx, `INSERT INTO enroll_secrets (`+schema.EnrollColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 			e.ID, e.SecretHash, nullString(e.Ring), pgText(e.CreatedBy), ms(e.CreatedAt), msPtr(e.ExpiresAt),
 			msPtr(e.RevokedAt), msPtr(e.LastUsedAt), e.Uses)
 		if _, ok := isUnique(err); ok {
@@ -191,7 +188,7 @@ func (s *Store) CreateEnrollSecret(ctx context.Context, e *device.EnrollSecret) 
 
 // FindEnrollSecrets implements device.EnrollSecretStore.
 func (s *Store) FindEnrollSecrets(ctx context.Context) ([]*device.EnrollSecret, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+enrollColumns+` FROM enroll_secrets ORDER BY created_at DESC, id DESC`)
+	rows, err := s.pool.Query(ctx, `SELECT `+schema.EnrollColumns+` FROM enroll_secrets ORDER BY created_at DESC, id DESC`)
 	if err != nil {
 		return nil, fmt.Errorf("find enrollment secrets: %w", err)
 	}
@@ -237,7 +234,7 @@ func (s *Store) RevokeEnrollSecret(ctx context.Context, id string, at time.Time)
 // findEnrollSecret returns the secret matching cond, which has one
 // placeholder $1 for arg and may end in a locking clause.
 func findEnrollSecret(ctx context.Context, q querier, cond string, arg any) (*device.EnrollSecret, error) {
-	e, err := scanEnrollSecret(q.QueryRow(ctx, `SELECT `+enrollColumns+` FROM enroll_secrets WHERE `+cond, arg))
+	e, err := scanEnrollSecret(q.QueryRow(ctx, `SELECT `+schema.EnrollColumns+` FROM enroll_secrets WHERE `+cond, arg))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errs.NotFoundf("enrollment secret not found")
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/device"
 	"github.com/patchline/patchline/internal/errs"
 )
@@ -93,7 +94,7 @@ func ruleJSON(r *device.RingRule) (*string, error) {
 	return &v, nil
 }
 
-// scanRing reads the columns of ringColumns.
+// scanRing reads the columns of schema.RingColumns.
 func scanRing(row scanner) (*device.Ring, error) {
 	var r device.Ring
 	var created int64
@@ -111,8 +112,6 @@ func scanRing(row scanner) (*device.Ring, error) {
 	return &r, nil
 }
 
-const ringColumns = `name, position, description, created_at, rule`
-
 // FindRings implements device.RingStore.
 func (s *Store) FindRings(ctx context.Context) ([]*device.Ring, error) {
 	rings, err := findRings(ctx, s.pool)
@@ -123,7 +122,7 @@ func (s *Store) FindRings(ctx context.Context) ([]*device.Ring, error) {
 }
 
 func findRings(ctx context.Context, q querier) ([]*device.Ring, error) {
-	rows, err := q.Query(ctx, `SELECT `+ringColumns+` FROM rings ORDER BY position`)
+	rows, err := q.Query(ctx, `SELECT `+schema.RingColumns+` FROM rings ORDER BY position`)
 	if err != nil {
 		return nil, err
 	}
@@ -149,14 +148,12 @@ func (s *Store) FindRingByName(ctx context.Context, name string) (*device.Ring, 
 }
 
 func findRing(ctx context.Context, q querier, name string) (*device.Ring, error) {
-	r, err := scanRing(q.QueryRow(ctx, `SELECT `+ringColumns+` FROM rings WHERE name = $1`, pgText(name)))
+	r, err := scanRing(q.QueryRow(ctx, `SELECT `+schema.RingColumns+` FROM rings WHERE name = $1`, pgText(name)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errs.NotFoundf("ring %q not found", name)
 	}
 	return r, err
 }
-
-const rolloutColumns = `id, name, kind, params, policy_id, policy_version, rings, ring_index, state, created_by, created_at, updated_at`
 
 // CreateRollout implements device.RolloutStore.
 func (s *Store) CreateRollout(ctx context.Context, r *device.Rollout) error {
@@ -213,7 +210,7 @@ func (s *Store) CreateRollout(ctx context.Context, r *device.Rollout) error {
 		if r.Kind == device.ApplyPolicy {
 			policyVersion = &r.PolicyVersion
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO rollouts (`+rolloutColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+		_, err = tx.Exec(ctx, `INSERT INTO rollouts (`+schema.RolloutColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
 			r.ID, pgText(r.Name), string(r.Kind), nullBytes(r.Params), nullString(r.PolicyID), policyVersion, string(rings),
 			r.RingIndex, string(r.State), pgText(r.CreatedBy), ms(r.CreatedAt), ms(r.UpdatedAt))
 		if err != nil {
@@ -238,7 +235,7 @@ func (s *Store) FindRolloutByID(ctx context.Context, id string) (*device.Rollout
 
 // findRollout returns a rollout; lock is "" or a locking clause.
 func findRollout(ctx context.Context, q querier, id, lock string) (*device.Rollout, error) {
-	rows, err := q.Query(ctx, `SELECT `+rolloutColumns+` FROM rollouts WHERE id = $1 `+lock, pgText(id))
+	rows, err := q.Query(ctx, `SELECT `+schema.RolloutColumns+` FROM rollouts WHERE id = $1 `+lock, pgText(id))
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +244,7 @@ func findRollout(ctx context.Context, q querier, id, lock string) (*device.Rollo
 		return nil, err
 	}
 	if len(out) == 0 {
-		return nil, notFound("rollout", id)
+		return nil, schema.NotFound("rollout", id)
 	}
 	return out[0], nil
 }
@@ -262,7 +259,7 @@ func (s *Store) FindRollouts(ctx context.Context, f device.RolloutFilter) ([]*de
 	if f.Before != "" {
 		where = append(where, `(created_at, id) < (SELECT created_at, id FROM rollouts WHERE id = `+a.add(pgText(f.Before))+`)`)
 	}
-	query := `SELECT ` + rolloutColumns + ` FROM rollouts`
+	query := `SELECT ` + schema.RolloutColumns + ` FROM rollouts`
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, ` AND `)
 	}
@@ -308,7 +305,7 @@ func (s *Store) AdvanceRollout(ctx context.Context, id string, a device.Advance)
 		if cur := r.CurrentRing(); cur != "" {
 			var active int
 			if err := tx.QueryRow(ctx, `SELECT count(*) FROM commands
-				WHERE rollout_id = $1 AND rollout_ring = $2 AND state IN `+activeStates, r.ID, cur).Scan(&active); err != nil {
+				WHERE rollout_id = $1 AND rollout_ring = $2 AND state IN `+schema.ActiveStates, r.ID, cur).Scan(&active); err != nil {
 				return err
 			}
 			if active > 0 {
@@ -373,7 +370,7 @@ func settleRollouts(ctx context.Context, tx pgx.Tx, id string, now time.Time) er
 	query := `UPDATE rollouts SET state = 'completed', updated_at = ` + a.add(ms(now)) + `
 		WHERE state = 'in-progress' AND ring_index = json_array_length(rings::json) - 1
 		AND NOT EXISTS (SELECT 1 FROM commands
-			WHERE commands.rollout_id = rollouts.id AND commands.state IN ` + activeStates + `)`
+			WHERE commands.rollout_id = rollouts.id AND commands.state IN ` + schema.ActiveStates + `)`
 	if id != "" {
 		query += ` AND id = ` + a.add(id)
 	}

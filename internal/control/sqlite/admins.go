@@ -8,15 +8,14 @@ import (
 	"time"
 
 	"github.com/patchline/patchline/internal/admin"
+	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/errs"
 )
-
-const adminColumns = `id, email, password_hash, created_at, last_login_at`
 
 // CreateAdmin implements admin.Store.
 func (s *Store) CreateAdmin(ctx context.Context, a *admin.Admin) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO admins (`+adminColumns+`) VALUES (?, ?, ?, ?, ?)`,
+		_, err := tx.ExecContext(ctx, `INSERT INTO admins (`+schema.AdminColumns+`) VALUES (?, ?, ?, ?, ?)`,
 			a.ID, a.Email, a.PasswordHash, ms(a.CreatedAt), msPtr(a.LastLoginAt))
 		return err
 	})
@@ -31,7 +30,7 @@ func (s *Store) CreateAdmin(ctx context.Context, a *admin.Admin) error {
 
 // FindAdminByEmail implements admin.Store.
 func (s *Store) FindAdminByEmail(ctx context.Context, email string) (*admin.Admin, error) {
-	a, err := scanAdmin(s.db.QueryRowContext(ctx, `SELECT `+adminColumns+` FROM admins WHERE email = ?`, email))
+	a, err := scanAdmin(s.db.QueryRowContext(ctx, `SELECT `+schema.AdminColumns+` FROM admins WHERE email = ?`, email))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errs.NotFoundf("no administrator with email %s", email)
 	}
@@ -43,7 +42,7 @@ func (s *Store) FindAdminByEmail(ctx context.Context, email string) (*admin.Admi
 
 // FindAdmins implements admin.Store.
 func (s *Store) FindAdmins(ctx context.Context) ([]*admin.Admin, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+adminColumns+` FROM admins ORDER BY created_at, id`)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+schema.AdminColumns+` FROM admins ORDER BY created_at, id`)
 	if err != nil {
 		return nil, fmt.Errorf("find admins: %w", err)
 	}
@@ -70,7 +69,7 @@ func (s *Store) RecordAdminLogin(ctx context.Context, id string, at time.Time) e
 			return fmt.Errorf("record admin login %s: %w", id, err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return notFound("administrator", id)
+			return schema.NotFound("administrator", id)
 		}
 		return nil
 	})

@@ -7,15 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
+	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/device"
 	"github.com/patchline/patchline/internal/errs"
 )
-
-const agentColumns = `id, hostname, os_platform, os_name, os_version, os_build, arch, agent_version, capability,
-	ips, ring, enroll_secret_id, credential_hash, enrolled_at, last_seen_at, inventory,
-	feature_upgrade, feature_target, applied_policies, reboot_pending, removed_at, ring_source, inventory_hash`
 
 // EnrollAgent implements device.AgentStore.
 func (s *Store) EnrollAgent(ctx context.Context, secretHash []byte, a *device.Agent) error {
@@ -70,7 +66,7 @@ func insertAgent(ctx context.Context, tx *sql.Tx, a *device.Agent) error {
 	if a.RingSource == "" {
 		a.RingSource = device.RingSourceManual
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO agents (`+agentColumns+`)
+	_, err = tx.ExecContext(ctx, `INSERT INTO agents (`+schema.AgentColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		a.ID, a.Hostname, a.OS.Platform, a.OS.Name, a.OS.Version, a.OS.Build, a.Arch, a.AgentVersion, a.Capability,
 		ips, nullString(a.Ring), nullString(a.EnrollSecretID), a.CredentialHash, ms(a.EnrolledAt), ms(a.LastSeenAt), inv,
@@ -122,16 +118,16 @@ func (s *Store) FindAgentByID(ctx context.Context, id string) (*device.Agent, er
 		return nil, fmt.Errorf("find agent %s: %w", id, err)
 	}
 	if a.RemovedAt != nil {
-		return nil, notFound("agent", id)
+		return nil, schema.NotFound("agent", id)
 	}
 	return a, nil
 }
 
 // findAgent returns an agent, removed or not.
 func findAgent(ctx context.Context, q querier, id string) (*device.Agent, error) {
-	a, err := scanAgent(q.QueryRowContext(ctx, `SELECT `+agentColumns+` FROM agents WHERE id = ?`, id))
+	a, err := scanAgent(q.QueryRowContext(ctx, `SELECT `+schema.AgentColumns+` FROM agents WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, notFound("agent", id)
+		return nil, schema.NotFound("agent", id)
 	}
 	return a, err
 }
@@ -146,7 +142,7 @@ func (s *Store) FindAgents(ctx context.Context, f device.AgentFilter) ([]*device
 			args = append(args, id)
 		}
 	}
-	switch cutoff := ms(timeOr(f.Now, s.Now).Add(-device.OfflineAfter)); f.Status {
+	switch cutoff := ms(schema.TimeOr(f.Now, s.Now).Add(-device.OfflineAfter)); f.Status {
 	case device.StatusOnline:
 		where = append(where, `last_seen_at > ?`)
 		args = append(args, cutoff)
@@ -163,7 +159,7 @@ func (s *Store) FindAgents(ctx context.Context, f device.AgentFilter) ([]*device
 		args = append(args, f.Ring)
 	}
 	if f.Text != "" {
-		pat := "%" + likeEscape(f.Text) + "%"
+		pat := "%" + schema.LikeEscape(f.Text) + "%"
 		where = append(where, `(hostname LIKE ? ESCAPE '\' OR id LIKE ? ESCAPE '\')`)
 		args = append(args, pat, pat)
 	}
@@ -175,7 +171,7 @@ func (s *Store) FindAgents(ctx context.Context, f device.AgentFilter) ([]*device
 		where = append(where, `(hostname, id) > (?, ?)`)
 		args = append(args, f.After.Hostname, f.After.ID)
 	}
-	query := `SELECT ` + agentColumns + ` FROM agents WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY hostname, id`
+	query := `SELECT ` + schema.AgentColumns + ` FROM agents WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY hostname, id`
 	if f.Limit > 0 {
 		query += ` LIMIT ?`
 		args = append(args, f.Limit)
@@ -205,7 +201,7 @@ func (s *Store) FindAgentCredential(ctx context.Context, id string) (*device.Age
 	var removed sql.NullInt64
 	err := s.db.QueryRowContext(ctx, `SELECT credential_hash, removed_at FROM agents WHERE id = ?`, id).Scan(&c.Hash, &removed)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, notFound("agent", id)
+		return nil, schema.NotFound("agent", id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("find agent credential %s: %w", id, err)
@@ -223,7 +219,7 @@ func (s *Store) SetAgentRing(ctx context.Context, id, ring string) (*device.Agen
 			return err
 		}
 		if a.RemovedAt != nil {
-			return notFound("agent", id)
+			return schema.NotFound("agent", id)
 		}
 		if ring != "" {
 			if _, err := findRing(ctx, tx, ring); errors.Is(err, errs.ErrNotFound) {
@@ -253,7 +249,7 @@ func (s *Store) SetAgentRingByRule(ctx context.Context, id string) (*device.Agen
 			return err
 		}
 		if a.RemovedAt != nil {
-			return notFound("agent", id)
+			return schema.NotFound("agent", id)
 		}
 		rings, err := findRings(ctx, tx)
 		if err != nil {
@@ -314,7 +310,7 @@ func (s *Store) RemoveAgent(ctx context.Context, id string, cmd *device.Command)
 			return err
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return notFound("agent", id)
+			return schema.NotFound("agent", id)
 		}
 		result, _ := json.Marshal(device.Result{Message: "canceled: the agent was removed"})
 		if _, err := tx.ExecContext(ctx, `UPDATE commands SET state = 'canceled', result = ?, updated_at = ?
@@ -356,12 +352,4 @@ func scanAgent(row scanner) (*device.Agent, error) {
 		return nil, fmt.Errorf("agent %s applied policies: %w", a.ID, err)
 	}
 	return &a, nil
-}
-
-// timeOr returns t, or the time of now when t is zero.
-func timeOr(t time.Time, now func() time.Time) time.Time {
-	if t.IsZero() {
-		return now()
-	}
-	return t
 }

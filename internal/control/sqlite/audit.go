@@ -8,9 +8,8 @@ import (
 	"strings"
 
 	"github.com/patchline/patchline/internal/audit"
+	"github.com/patchline/patchline/internal/control/schema"
 )
-
-const auditColumns = `id, time, actor, key_id, action, method, path, status, client_address, details, prev_hash, hash`
 
 // AppendAudit implements audit.Log. The write transaction begins
 // IMMEDIATE, so the last entry it reads is still the last when it inserts,
@@ -38,7 +37,7 @@ func (s *Store) AppendAudit(ctx context.Context, e *audit.Entry) error {
 // every API request appends.
 const (
 	sqlLastAudit   = `SELECT id, hash FROM audit_log ORDER BY id DESC LIMIT 1`
-	sqlInsertAudit = `INSERT INTO audit_log (` + auditColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlInsertAudit = `INSERT INTO audit_log (` + schema.AuditColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )
 
 // FindAuditEntries implements audit.Log.
@@ -57,7 +56,7 @@ func (s *Store) FindAuditEntries(ctx context.Context, f audit.Filter) ([]*audit.
 		where = append(where, `id < ?`)
 		args = append(args, f.Before)
 	}
-	query := `SELECT ` + auditColumns + ` FROM audit_log`
+	query := `SELECT ` + schema.AuditColumns + ` FROM audit_log`
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, ` AND `)
 	}
@@ -91,7 +90,7 @@ func (s *Store) WalkAudit(ctx context.Context, fn func(*audit.Entry) error) erro
 	const page = 1000
 	var after int64
 	for {
-		rows, err := s.db.QueryContext(ctx, `SELECT `+auditColumns+` FROM audit_log WHERE id > ? ORDER BY id LIMIT ?`, after, page)
+		rows, err := s.db.QueryContext(ctx, `SELECT `+schema.AuditColumns+` FROM audit_log WHERE id > ? ORDER BY id LIMIT ?`, after, page)
 		if err != nil {
 			return fmt.Errorf("walk audit log: %w", err)
 		}

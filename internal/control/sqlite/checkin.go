@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/device"
 	"github.com/patchline/patchline/internal/errs"
 )
@@ -28,7 +29,7 @@ const (
 		feature_upgrade = ?, feature_target = ?, applied_policies = ?, reboot_pending = ?,
 		ring = CASE WHEN ring_source = 'rule' THEN ? ELSE ring END
 		WHERE id = ? AND removed_at IS NULL`
-	sqlQueuedCommands = `SELECT ` + commandColumns + ` FROM commands
+	sqlQueuedCommands = `SELECT ` + schema.CommandColumns + ` FROM commands
 		WHERE agent_id = ? AND state = 'queued' AND expires_at > ? AND (? = 0 OR type = 'remove')
 		ORDER BY created_at, rowid LIMIT ?` // rowid: the order they were queued in
 	sqlDeliver = `UPDATE commands SET state = 'delivered', updated_at = ? WHERE id = ?`
@@ -157,7 +158,7 @@ func (s *Store) checkInTx(ctx context.Context, tx *sql.Tx, r *checkInRequest) ([
 		var stored string
 		err := tx.QueryRowContext(ctx, `SELECT inventory_hash FROM agents WHERE id = ?`, r.id).Scan(&stored)
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, notFound("agent", r.id)
+			return nil, schema.NotFound("agent", r.id)
 		}
 		if err != nil {
 			return nil, err
@@ -178,14 +179,14 @@ func (s *Store) checkInTx(ctx context.Context, tx *sql.Tx, r *checkInRequest) ([
 		var removed sql.NullInt64
 		err := tx.QueryRowContext(ctx, `SELECT removed_at FROM agents WHERE id = ?`, r.id).Scan(&removed)
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, notFound("agent", r.id)
+			return nil, schema.NotFound("agent", r.id)
 		}
 		if err != nil {
 			return nil, err
 		}
 		var active int
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM commands
-			WHERE agent_id = ? AND type = 'remove' AND state IN `+activeStates, r.id).Scan(&active); err != nil {
+			WHERE agent_id = ? AND type = 'remove' AND state IN `+schema.ActiveStates, r.id).Scan(&active); err != nil {
 			return nil, err
 		}
 		if active == 0 {

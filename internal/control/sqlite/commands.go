@@ -9,14 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/device"
 	"github.com/patchline/patchline/internal/errs"
 )
-
-const commandColumns = `id, agent_id, type, state, params, result, created_by, created_at, updated_at, expires_at, rollout_id, rollout_ring`
-
-// activeStates is the SQL list of device.ActiveStates.
-const activeStates = `('queued', 'delivered', 'running')`
 
 // CreateCommands implements device.CommandStore.
 func (s *Store) CreateCommands(ctx context.Context, cmds []*device.Command, skipActive bool) ([]*device.Command, error) {
@@ -26,7 +22,7 @@ func (s *Store) CreateCommands(ctx context.Context, cmds []*device.Command, skip
 			var removed sql.NullInt64
 			err := tx.QueryRowContext(ctx, `SELECT removed_at FROM agents WHERE id = ?`, c.AgentID).Scan(&removed)
 			if errors.Is(err, sql.ErrNoRows) || err == nil && removed.Valid {
-				return notFound("agent", c.AgentID)
+				return schema.NotFound("agent", c.AgentID)
 			}
 			if err != nil {
 				return err
@@ -34,7 +30,7 @@ func (s *Store) CreateCommands(ctx context.Context, cmds []*device.Command, skip
 			if skipActive {
 				var n int
 				if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM commands
-					WHERE agent_id = ? AND type = ? AND state IN `+activeStates, c.AgentID, c.Type).Scan(&n); err != nil {
+					WHERE agent_id = ? AND type = ? AND state IN `+schema.ActiveStates, c.AgentID, c.Type).Scan(&n); err != nil {
 					return err
 				}
 				if n > 0 {
@@ -59,7 +55,7 @@ func insertCommand(ctx context.Context, tx *sql.Tx, c *device.Command) error {
 	if err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO commands (`+commandColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err = tx.ExecContext(ctx, `INSERT INTO commands (`+schema.CommandColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		c.ID, c.AgentID, string(c.Type), string(c.State), nullBytes(c.Params), result, c.CreatedBy,
 		ms(c.CreatedAt), ms(c.UpdatedAt), ms(c.ExpiresAt), nullString(c.RolloutID), nullString(c.RolloutRing))
 	if isUnique(err) {
@@ -89,7 +85,7 @@ func (s *Store) FindCommandByID(ctx context.Context, id string) (*device.Command
 }
 
 func findCommand(ctx context.Context, q querier, id string) (*device.Command, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+commandColumns+` FROM commands WHERE id = ?`, id)
+	rows, err := q.QueryContext(ctx, `SELECT `+schema.CommandColumns+` FROM commands WHERE id = ?`, id)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +94,7 @@ func findCommand(ctx context.Context, q querier, id string) (*device.Command, er
 		return nil, err
 	}
 	if len(cmds) == 0 {
-		return nil, notFound("command", id)
+		return nil, schema.NotFound("command", id)
 	}
 	return cmds[0], nil
 }
@@ -129,7 +125,7 @@ func (s *Store) FindCommands(ctx context.Context, f device.CommandFilter) ([]*de
 		where = append(where, `(created_at, id) < (?, ?)`)
 		args = append(args, ms(f.Before.CreatedAt), f.Before.ID)
 	}
-	query := `SELECT ` + commandColumns + ` FROM commands`
+	query := `SELECT ` + schema.CommandColumns + ` FROM commands`
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, ` AND `)
 	}
@@ -159,7 +155,7 @@ func (s *Store) ReportCommand(ctx context.Context, agentID, id string, r device.
 			return err
 		}
 		if c.AgentID != agentID {
-			return notFound("command", id)
+			return schema.NotFound("command", id)
 		}
 		if !device.CanTransition(c.State, r.State) {
 			return errs.Conflictf("command %s is %s and cannot become %s", id, c.State, r.State)
@@ -226,7 +222,7 @@ func (s *Store) ExpireCommands(ctx context.Context, now time.Time) (int, error) 
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		result, _ := json.Marshal(device.Result{Message: "expired: the agent did not finish it in time"})
 		res, err := tx.ExecContext(ctx, `UPDATE commands SET state = 'expired', result = coalesce(result, ?), updated_at = ?
-			WHERE state IN `+activeStates+` AND expires_at <= ?`, string(result), ms(now), ms(now))
+			WHERE state IN `+schema.ActiveStates+` AND expires_at <= ?`, string(result), ms(now), ms(now))
 		if err != nil {
 			return err
 		}
@@ -249,7 +245,7 @@ func (s *Store) SaveLogBundle(ctx context.Context, b *device.LogBundle) error {
 			return err
 		}
 		if c.AgentID != b.AgentID || c.Type != device.CollectLogs {
-			return notFound("collect-logs command", b.CommandID)
+			return schema.NotFound("collect-logs command", b.CommandID)
 		}
 		if c.State.Final() {
 			return errs.Conflictf("command %s is %s", c.ID, c.State)

@@ -32,7 +32,6 @@ import (
 	"github.com/patchline/patchline/internal/audit"
 	"github.com/patchline/patchline/internal/control"
 	"github.com/patchline/patchline/internal/device"
-	"github.com/patchline/patchline/internal/errs"
 )
 
 //go:embed migrations/*.sql
@@ -305,15 +304,4 @@ func nullBytes(b []byte) any {
 // placeholders returns "?, ?, ?" for n values.
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
-}
-
-// likeEscape escapes s for a LIKE pattern with ESCAPE '\'.
-func likeEscape(s string) string {
-	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
-	return r.Replace(s)
-}
-
-// notFound wraps errs.ErrNotFound with a client-facing message.
-func notFound(what, id string) error {
-	return errs.NotFoundf("%s %s not found", what, id)
 }

@@ -7,11 +7,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/device"
 	"github.com/patchline/patchline/internal/errs"
 )
-
-const enrollColumns = `id, secret_hash, ring, created_by, created_at, expires_at, revoked_at, last_used_at, uses`
 
 // CreateEnrollSecret implements device.EnrollSecretStore.
 func (s *Store) CreateEnrollSecret(ctx context.Context, e *device.EnrollSecret) error {
@@ -23,7 +22,7 @@ func (s *Store) CreateEnrollSecret(ctx context.Context, e *device.EnrollSecret) 
 				return err
 			}
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO enroll_secrets (`+enrollColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err := tx.ExecContext(ctx, `INSERT INTO enroll_secrets (`+schema.EnrollColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			e.ID, e.SecretHash, nullString(e.Ring), e.CreatedBy, ms(e.CreatedAt), msPtr(e.ExpiresAt),
 			msPtr(e.RevokedAt), msPtr(e.LastUsedAt), e.Uses)
 		if isUnique(err) {
@@ -39,7 +38,7 @@ func (s *Store) CreateEnrollSecret(ctx context.Context, e *device.EnrollSecret) 
 
 // FindEnrollSecrets implements device.EnrollSecretStore.
 func (s *Store) FindEnrollSecrets(ctx context.Context) ([]*device.EnrollSecret, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+enrollColumns+` FROM enroll_secrets ORDER BY created_at DESC, id DESC`)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+schema.EnrollColumns+` FROM enroll_secrets ORDER BY created_at DESC, id DESC`)
 	if err != nil {
 		return nil, fmt.Errorf("find enrollment secrets: %w", err)
 	}
@@ -85,7 +84,7 @@ func (s *Store) RevokeEnrollSecret(ctx context.Context, id string, at time.Time)
 // findEnrollSecret returns the secret matching cond, which has one
 // placeholder for arg.
 func findEnrollSecret(ctx context.Context, q querier, cond string, arg any) (*device.EnrollSecret, error) {
-	e, err := scanEnrollSecret(q.QueryRowContext(ctx, `SELECT `+enrollColumns+` FROM enroll_secrets WHERE `+cond, arg))
+	e, err := scanEnrollSecret(q.QueryRowContext(ctx, `SELECT `+schema.EnrollColumns+` FROM enroll_secrets WHERE `+cond, arg))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errs.NotFoundf("enrollment secret not found")
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/exposure"
 )
@@ -277,7 +278,7 @@ func (s *Store) PutRisks(ctx context.Context, risks []exposure.Risk) error {
 			if !ok {
 				continue
 			}
-			if _, err := st.ExecContext(ctx, key, r.CVEID, r.KEV, orMinus(r.EPSS), orMinus(r.CVSS), r.Severity, r.Description); err != nil {
+			if _, err := st.ExecContext(ctx, key, r.CVEID, r.KEV, schema.OrMinus(r.EPSS), schema.OrMinus(r.CVSS), r.Severity, r.Description); err != nil {
 				return err
 			}
 		}
@@ -289,35 +290,6 @@ func (s *Store) PutRisks(ctx context.Context, risks []exposure.Risk) error {
 	return nil
 }
 
-func orMinus(f *float64) float64 {
-	if f == nil {
-		return -1
-	}
-	return *f
-}
-
-func fromMinus(f float64) *float64 {
-	if f < 0 {
-		return nil
-	}
-	return &f
-}
-
-// riskColumns are the columns scanRisk reads, of cve_risks aliased r.
-const riskColumns = `r.cve_id, r.kev, r.epss, r.cvss, r.severity, r.description`
-
-func scanRisk(dst *exposure.Risk, extra ...any) []any {
-	return append([]any{&dst.CVEID, &dst.KEV, new(float64), new(float64), &dst.Severity, &dst.Description}, extra...)
-}
-
-func fillRisk(dst *exposure.Risk, args []any) {
-	dst.EPSS = fromMinus(*args[2].(*float64))
-	dst.CVSS = fromMinus(*args[3].(*float64))
-}
-
-// riskOrder orders rows of cve_risks r by risk.
-const riskOrder = `r.kev DESC, r.epss DESC, r.cvss DESC, r.cve_key`
-
 // AgentVulnerabilities implements exposure.Store.
 func (s *Store) AgentVulnerabilities(ctx context.Context, agentID string) ([]exposure.AgentVulnerability, error) {
 	var out []exposure.AgentVulnerability
@@ -325,14 +297,14 @@ func (s *Store) AgentVulnerabilities(ctx context.Context, agentID string) ([]exp
 		var removed sql.NullInt64
 		err := tx.QueryRowContext(ctx, `SELECT removed_at FROM agents WHERE id = ?`, agentID).Scan(&removed)
 		if errors.Is(err, sql.ErrNoRows) || (err == nil && removed.Valid) {
-			return notFound("agent", agentID)
+			return schema.NotFound("agent", agentID)
 		}
 		if err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT `+riskColumns+`, `+findingColumns+`
+		rows, err := tx.QueryContext(ctx, `SELECT `+schema.RiskColumns+`, `+schema.FindingColumns+`
 			FROM agent_vulnerabilities v JOIN cve_risks r ON r.cve_key = v.cve_key
-			WHERE v.agent_id = ? ORDER BY `+riskOrder+`, v.ecosystem, v.product, v.package, v.installed`, agentID)
+			WHERE v.agent_id = ? ORDER BY `+schema.RiskOrder+`, v.ecosystem, v.product, v.package, v.installed`, agentID)
 		if err != nil {
 			return err
 		}
@@ -340,11 +312,11 @@ func (s *Store) AgentVulnerabilities(ctx context.Context, agentID string) ([]exp
 		for rows.Next() {
 			var risk exposure.Risk
 			var f exposure.Finding
-			args := scanRisk(&risk, findingArgs(&f)...)
+			args := schema.ScanRisk(&risk, schema.FindingArgs(&f)...)
 			if err := rows.Scan(args...); err != nil {
 				return err
 			}
-			fillRisk(&risk, args)
+			schema.FillRisk(&risk, args)
 			f.CVEID = risk.CVEID
 			if n := len(out); n > 0 && out[n-1].CVEID == risk.CVEID {
 				out[n-1].Findings = append(out[n-1].Findings, f)
@@ -363,12 +335,6 @@ func (s *Store) AgentVulnerabilities(ctx context.Context, agentID string) ([]exp
 	return out, nil
 }
 
-const findingColumns = `v.ecosystem, v.product, v.package, v.installed, v.fixed, v.kb, v.status, v.reason, v.eol_from, v.eoes_from`
-
-func findingArgs(f *exposure.Finding) []any {
-	return []any{&f.Ecosystem, &f.Product, &f.Package, &f.Installed, &f.Fixed, &f.KB, (*string)(&f.Status), &f.Reason, &f.EOLFrom, &f.EOESFrom}
-}
-
 // FleetVulnerabilities implements exposure.Store.
 func (s *Store) FleetVulnerabilities(ctx context.Context, f exposure.FleetFilter) ([]exposure.FleetVulnerability, error) {
 	where := []string{`1`}
@@ -384,8 +350,8 @@ func (s *Store) FleetVulnerabilities(ctx context.Context, f exposure.FleetFilter
 		where = append(where, `(r.kev < ? OR (r.kev = ? AND (r.epss < ? OR (r.epss = ? AND (r.cvss < ? OR (r.cvss = ? AND r.cve_key > ?))))))`)
 		args = append(args, c.KEV, c.KEV, c.EPSS, c.EPSS, c.CVSS, c.CVSS, c.CVEKey)
 	}
-	query := `SELECT ` + riskColumns + `, e.affected, e.unknown FROM cve_exposure e JOIN cve_risks r ON r.cve_key = e.cve_key
-		WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY ` + riskOrder
+	query := `SELECT ` + schema.RiskColumns + `, e.affected, e.unknown FROM cve_exposure e JOIN cve_risks r ON r.cve_key = e.cve_key
+		WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY ` + schema.RiskOrder
 	if f.Limit > 0 {
 		query += ` LIMIT ?`
 		args = append(args, f.Limit)
@@ -398,12 +364,12 @@ func (s *Store) FleetVulnerabilities(ctx context.Context, f exposure.FleetFilter
 		}
 		for rows.Next() {
 			var v exposure.FleetVulnerability
-			a := scanRisk(&v.Risk, &v.Affected, &v.Unknown)
+			a := schema.ScanRisk(&v.Risk, &v.Affected, &v.Unknown)
 			if err := rows.Scan(a...); err != nil {
 				rows.Close()
 				return err
 			}
-			fillRisk(&v.Risk, a)
+			schema.FillRisk(&v.Risk, a)
 			out = append(out, v)
 		}
 		rows.Close()
@@ -455,7 +421,7 @@ func (s *Store) VulnerabilityAgents(ctx context.Context, f exposure.AgentFilter)
 		where = append(where, `v.agent_id > ?`)
 		args = append(args, f.After)
 	}
-	query := `SELECT v.agent_id, a.hostname, coalesce(a.ring, ''), ` + findingColumns + `
+	query := `SELECT v.agent_id, a.hostname, coalesce(a.ring, ''), ` + schema.FindingColumns + `
 		FROM agent_vulnerabilities v JOIN agents a ON a.id = v.agent_id
 		WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY v.agent_id, v.ecosystem, v.product, v.package`
 	var out []exposure.CVEAgent
@@ -468,7 +434,7 @@ func (s *Store) VulnerabilityAgents(ctx context.Context, f exposure.AgentFilter)
 		for rows.Next() {
 			var a exposure.CVEAgent
 			var fi exposure.Finding
-			if err := rows.Scan(append([]any{&a.AgentID, &a.Hostname, &a.Ring}, findingArgs(&fi)...)...); err != nil {
+			if err := rows.Scan(append([]any{&a.AgentID, &a.Hostname, &a.Ring}, schema.FindingArgs(&fi)...)...); err != nil {
 				return err
 			}
 			fi.CVEID = f.CVEID

@@ -9,15 +9,14 @@ import (
 	"time"
 
 	"github.com/patchline/patchline/internal/apikey"
+	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/errs"
 )
-
-const keyColumns = `id, name, secret_hash, privileged, created_by, created_at, last_used_at, expires_at, revoked_at`
 
 // CreateKey implements apikey.KeyStore.
 func (s *Store) CreateKey(ctx context.Context, k *apikey.Key) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (`+keyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (`+schema.KeyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			k.ID, k.Name, k.SecretHash, k.Privileged, k.CreatedBy, ms(k.CreatedAt),
 			msPtr(k.LastUsedAt), msPtr(k.ExpiresAt), msPtr(k.RevokedAt))
 		return err
@@ -41,9 +40,9 @@ func (s *Store) FindKeyByID(ctx context.Context, id string) (*apikey.Key, error)
 }
 
 func findKey(ctx context.Context, q querier, id string) (*apikey.Key, error) {
-	k, err := scanKey(q.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE id = ?`, id))
+	k, err := scanKey(q.QueryRowContext(ctx, `SELECT `+schema.KeyColumns+` FROM api_keys WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, notFound("API key", id)
+		return nil, schema.NotFound("API key", id)
 	}
 	return k, err
 }
@@ -61,7 +60,7 @@ func (s *Store) FindKeys(ctx context.Context, f apikey.KeyFilter) ([]*apikey.Key
 		}
 		args = append(args, now)
 	}
-	query := `SELECT ` + keyColumns + ` FROM api_keys`
+	query := `SELECT ` + schema.KeyColumns + ` FROM api_keys`
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, " AND ")
 	}

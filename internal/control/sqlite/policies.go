@@ -9,12 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/device"
 	"github.com/patchline/patchline/internal/errs"
 )
-
-const policySelect = `SELECT p.id, p.name, p.version, v.settings, v.created_by, p.created_at, v.created_at
-	FROM policies p JOIN policy_versions v ON v.policy_id = p.id AND v.version = p.version`
 
 // CreatePolicy implements device.PolicyStore.
 func (s *Store) CreatePolicy(ctx context.Context, p *device.Policy) error {
@@ -71,23 +69,23 @@ func (s *Store) FindPolicyByID(ctx context.Context, id string) (*device.Policy, 
 }
 
 func findPolicy(ctx context.Context, q querier, id string) (*device.Policy, error) {
-	p, err := scanPolicy(q.QueryRowContext(ctx, policySelect+` WHERE p.id = ?`, id))
+	p, err := schema.ScanPolicy(q.QueryRowContext(ctx, schema.PolicySelect+` WHERE p.id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, notFound("policy", id)
+		return nil, schema.NotFound("policy", id)
 	}
 	return p, err
 }
 
 // FindPolicies implements device.PolicyStore.
 func (s *Store) FindPolicies(ctx context.Context) ([]*device.Policy, error) {
-	rows, err := s.db.QueryContext(ctx, policySelect+` ORDER BY p.name`)
+	rows, err := s.db.QueryContext(ctx, schema.PolicySelect+` ORDER BY p.name`)
 	if err != nil {
 		return nil, fmt.Errorf("find policies: %w", err)
 	}
 	defer rows.Close()
 	var out []*device.Policy
 	for rows.Next() {
-		p, err := scanPolicy(rows)
+		p, err := schema.ScanPolicy(rows)
 		if err != nil {
 			return nil, fmt.Errorf("find policies: %w", err)
 		}
@@ -97,18 +95,6 @@ func (s *Store) FindPolicies(ctx context.Context) ([]*device.Policy, error) {
 		return nil, fmt.Errorf("find policies: %w", err)
 	}
 	return out, nil
-}
-
-func scanPolicy(row scanner) (*device.Policy, error) {
-	var p device.Policy
-	var settings string
-	var created, updated int64
-	if err := row.Scan(&p.ID, &p.Name, &p.Version, &settings, &p.CreatedBy, &created, &updated); err != nil {
-		return nil, err
-	}
-	p.Settings = json.RawMessage(settings)
-	p.CreatedAt, p.UpdatedAt = fromMS(created), fromMS(updated)
-	return &p, nil
 }
 
 // PolicyCompliance implements device.PolicyStore.
@@ -167,7 +153,7 @@ func (s *Store) PolicyCompliance(ctx context.Context, ids []string) (map[string]
 			return err
 		}
 		rows, err = tx.QueryContext(ctx, `SELECT json_extract(params, '$.policyId'), count(DISTINCT agent_id) FROM commands
-			WHERE type = 'apply-policy' AND state IN `+activeStates+` AND json_extract(params, '$.policyId') IN `+in+`
+			WHERE type = 'apply-policy' AND state IN `+schema.ActiveStates+` AND json_extract(params, '$.policyId') IN `+in+`
 			GROUP BY json_extract(params, '$.policyId')`, args...)
 		if err != nil {
 			return err

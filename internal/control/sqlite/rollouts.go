@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/device"
 	"github.com/patchline/patchline/internal/errs"
 )
@@ -82,7 +83,7 @@ func ruleJSON(r *device.RingRule) (any, error) {
 	return string(b), nil
 }
 
-// scanRing reads the columns of ringColumns.
+// scanRing reads the columns of schema.RingColumns.
 func scanRing(row scanner) (*device.Ring, error) {
 	var r device.Ring
 	var created int64
@@ -100,8 +101,6 @@ func scanRing(row scanner) (*device.Ring, error) {
 	return &r, nil
 }
 
-const ringColumns = `name, position, description, created_at, rule`
-
 // FindRings implements device.RingStore.
 func (s *Store) FindRings(ctx context.Context) ([]*device.Ring, error) {
 	rings, err := findRings(ctx, s.db)
@@ -112,7 +111,7 @@ func (s *Store) FindRings(ctx context.Context) ([]*device.Ring, error) {
 }
 
 func findRings(ctx context.Context, q querier) ([]*device.Ring, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+ringColumns+` FROM rings ORDER BY position`)
+	rows, err := q.QueryContext(ctx, `SELECT `+schema.RingColumns+` FROM rings ORDER BY position`)
 	if err != nil {
 		return nil, err
 	}
@@ -138,14 +137,12 @@ func (s *Store) FindRingByName(ctx context.Context, name string) (*device.Ring, 
 }
 
 func findRing(ctx context.Context, q querier, name string) (*device.Ring, error) {
-	r, err := scanRing(q.QueryRowContext(ctx, `SELECT `+ringColumns+` FROM rings WHERE name = ?`, name))
+	r, err := scanRing(q.QueryRowContext(ctx, `SELECT `+schema.RingColumns+` FROM rings WHERE name = ?`, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errs.NotFoundf("ring %q not found", name)
 	}
 	return r, err
 }
-
-const rolloutColumns = `id, name, kind, params, policy_id, policy_version, rings, ring_index, state, created_by, created_at, updated_at`
 
 // CreateRollout implements device.RolloutStore.
 func (s *Store) CreateRollout(ctx context.Context, r *device.Rollout) error {
@@ -199,7 +196,7 @@ func (s *Store) CreateRollout(ctx context.Context, r *device.Rollout) error {
 		if r.Kind == device.ApplyPolicy {
 			policyVersion = r.PolicyVersion
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO rollouts (`+rolloutColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err = tx.ExecContext(ctx, `INSERT INTO rollouts (`+schema.RolloutColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.ID, r.Name, string(r.Kind), nullBytes(r.Params), nullString(r.PolicyID), policyVersion, string(rings),
 			r.RingIndex, string(r.State), r.CreatedBy, ms(r.CreatedAt), ms(r.UpdatedAt))
 		if err != nil {
@@ -223,7 +220,7 @@ func (s *Store) FindRolloutByID(ctx context.Context, id string) (*device.Rollout
 }
 
 func findRollout(ctx context.Context, q querier, id string) (*device.Rollout, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+rolloutColumns+` FROM rollouts WHERE id = ?`, id)
+	rows, err := q.QueryContext(ctx, `SELECT `+schema.RolloutColumns+` FROM rollouts WHERE id = ?`, id)
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +229,7 @@ func findRollout(ctx context.Context, q querier, id string) (*device.Rollout, er
 		return nil, err
 	}
 	if len(out) == 0 {
-		return nil, notFound("rollout", id)
+		return nil, schema.NotFound("rollout", id)
 	}
 	return out[0], nil
 }
@@ -249,7 +246,7 @@ func (s *Store) FindRollouts(ctx context.Context, f device.RolloutFilter) ([]*de
 		where = append(where, `(created_at, id) < (SELECT created_at, id FROM rollouts WHERE id = ?)`)
 		args = append(args, f.Before)
 	}
-	query := `SELECT ` + rolloutColumns + ` FROM rollouts`
+	query := `SELECT ` + schema.RolloutColumns + ` FROM rollouts`
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, ` AND `)
 	}
@@ -294,7 +291,7 @@ func (s *Store) AdvanceRollout(ctx context.Context, id string, a device.Advance)
 		if cur := r.CurrentRing(); cur != "" {
 			var active int
 			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM commands
-				WHERE rollout_id = ? AND rollout_ring = ? AND state IN `+activeStates, id, cur).Scan(&active); err != nil {
+				WHERE rollout_id = ? AND rollout_ring = ? AND state IN `+schema.ActiveStates, id, cur).Scan(&active); err != nil {
 				return err
 			}
 			if active > 0 {
@@ -358,7 +355,7 @@ func settleRollouts(ctx context.Context, tx *sql.Tx, id string, now time.Time) e
 	query := `UPDATE rollouts SET state = 'completed', updated_at = ?
 		WHERE state = 'in-progress' AND ring_index = json_array_length(rings) - 1
 		AND NOT EXISTS (SELECT 1 FROM commands
-			WHERE commands.rollout_id = rollouts.id AND commands.state IN ` + activeStates + `)`
+			WHERE commands.rollout_id = rollouts.id AND commands.state IN ` + schema.ActiveStates + `)`
 	args := []any{ms(now)}
 	if id != "" {
 		query += ` AND id = ?`

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/patchline/patchline/internal/admin"
+	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/errs"
 )
 
@@ -16,8 +17,6 @@ var (
 	_ admin.TOTPStore         = (*Store)(nil)
 	_ admin.FirstAdminCreator = (*Store)(nil)
 )
-
-const sessionColumns = `s.id_hash, s.admin_id, a.email, s.created_at, s.last_seen_at, s.expires_at, s.reauth_at, s.client_address, s.user_agent`
 
 // CreateSession implements admin.SessionStore.
 func (s *Store) CreateSession(ctx context.Context, sess *admin.Session) error {
@@ -37,7 +36,7 @@ func (s *Store) CreateSession(ctx context.Context, sess *admin.Session) error {
 
 // FindSession implements admin.SessionStore.
 func (s *Store) FindSession(ctx context.Context, idHash []byte) (*admin.Session, error) {
-	row := s.db.QueryRowContext(ctx, `SELECT `+sessionColumns+`
+	row := s.db.QueryRowContext(ctx, `SELECT `+schema.SessionColumns+`
 		FROM admin_sessions s JOIN admins a ON a.id = s.admin_id
 		WHERE s.id_hash = ?`, idHash)
 	var sess admin.Session
@@ -129,7 +128,7 @@ func (s *Store) CreateFirstAdmin(ctx context.Context, a *admin.Admin) error {
 		if n > 0 {
 			return errs.Conflictf("an administrator exists already: sign in")
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO admins (`+adminColumns+`) VALUES (?, ?, ?, ?, ?)`,
+		_, err := tx.ExecContext(ctx, `INSERT INTO admins (`+schema.AdminColumns+`) VALUES (?, ?, ?, ?, ?)`,
 			a.ID, a.Email, a.PasswordHash, ms(a.CreatedAt), msPtr(a.LastLoginAt))
 		return err
 	})
@@ -147,7 +146,7 @@ func (s *Store) SetTOTP(ctx context.Context, t *admin.TOTP) error {
 			return fmt.Errorf("set totp of %s: %w", t.AdminID, err)
 		}
 		if n == 0 {
-			return notFound("administrator", t.AdminID)
+			return schema.NotFound("administrator", t.AdminID)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO admin_totp (admin_id, secret, enabled_at, last_step) VALUES (?, ?, ?, ?)
 			ON CONFLICT (admin_id) DO UPDATE SET secret = excluded.secret, enabled_at = excluded.enabled_at, last_step = excluded.last_step`,
