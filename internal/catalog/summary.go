@@ -52,3 +52,48 @@ func WalkStart(after string) (int64, error) {
 	}
 	return k, nil
 }
+
+// SortColumns maps a sort key to its column in records. Both stores index
+// each on (column, key), so that a page starts with index seeks to the
+// position it follows.
+var SortColumns = map[string]string{
+	cve.SortPublished: "published",
+	cve.SortEPSS:      "epss",
+	cve.SortCVSS:      "cvss",
+	cve.SortFix:       "has_fix",
+	cve.SortKEV:       "is_kev",
+	cve.SortCVE:       "key",
+}
+
+// SortValue is the Position value of a row under a sort key: numbers as
+// they are, times as Unix seconds, booleans as 0 or 1, missing values as -1.
+func SortValue(sortKey string, s cve.Summary, key int64) float64 {
+	switch sortKey {
+	case cve.SortEPSS:
+		if s.EPSS != nil {
+			return *s.EPSS
+		}
+	case cve.SortCVSS:
+		if s.CVSS != nil {
+			return *s.CVSS
+		}
+	case cve.SortFix:
+		return boolValue(s.HasRemediation)
+	case cve.SortKEV:
+		return boolValue(s.IsKEV)
+	case cve.SortCVE:
+		return float64(key)
+	default:
+		if s.PublishedAt != nil {
+			return float64(s.PublishedAt.Unix())
+		}
+	}
+	return -1
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

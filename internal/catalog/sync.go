@@ -60,3 +60,24 @@ type SyncStates interface {
 	// ReleaseSyncLease gives the lease up if holder has it.
 	ReleaseSyncLease(ctx context.Context, holder string) error
 }
+
+// SyncColumns are the columns of sync_state, in the order both stores
+// read and write them.
+const SyncColumns = `source, last_attempt, last_success, cursor, etag, last_modified,
+	records_changed, error, failures, next_attempt`
+
+// UnixOrZero stores a time as Unix seconds, the zero time as 0.
+func UnixOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.Unix()
+}
+
+// TimeOrZero reads a time stored by UnixOrZero.
+func TimeOrZero(sec int64) time.Time {
+	if sec == 0 {
+		return time.Time{}
+	}
+	return time.Unix(sec, 0).UTC()
+}

@@ -95,7 +95,7 @@ func dump(ctx context.Context, tx pgx.Tx, to DumpTarget) error {
 	if err != nil {
 		return fmt.Errorf("dump ingest runs: %w", err)
 	}
-	err = each(ctx, tx, `SELECT `+syncColumns+` FROM sync_state WHERE source <> $1 ORDER BY source`, func(rows pgx.Rows) error {
+	err = each(ctx, tx, `SELECT `+catalog.SyncColumns+` FROM sync_state WHERE source <> $1 ORDER BY source`, func(rows pgx.Rows) error {
 		s, err := scanSyncState(rows)
 		if err != nil {
 			return err

@@ -19,18 +19,6 @@ const DefaultListLimit = 50
 // MaxListLimit bounds the page size a ListQuery may ask for.
 const MaxListLimit = 1000
 
-// sortColumns maps a sort key to its column in records. Each has an index in
-// migrations/002_list_indexes.sql on (column, key), so that a page starts
-// with one index seek to the position it follows.
-var sortColumns = map[string]string{
-	cve.SortPublished: "published",
-	cve.SortEPSS:      "epss",
-	cve.SortCVSS:      "cvss",
-	cve.SortFix:       "has_fix",
-	cve.SortKEV:       "is_kev",
-	cve.SortCVE:       "key",
-}
-
 // List implements cve.Catalog. Rejected records are left out. Rows are
 // ordered by the sort column, then by CVE id, both in the direction of q;
 // missing values sort lowest. It returns errs.ErrInvalid for a sort key,
@@ -66,7 +54,7 @@ func (d *DB) List(ctx context.Context, q cve.ListQuery) (cve.Page, error) {
 			break
 		}
 		page.Rows = append(page.Rows, s)
-		last = cve.Position{Value: sortValue(p.sortKey, s, key), Key: key}
+		last = cve.Position{Value: catalog.SortValue(p.sortKey, s, key), Key: key}
 	}
 	if err := rows.Err(); err != nil {
 		return cve.Page{}, fmt.Errorf("list records: %w", err)
@@ -88,7 +76,7 @@ type listPlan struct {
 
 func newListPlan(q cve.ListQuery) (*listPlan, error) {
 	p := &listPlan{sortKey: cmp.Or(q.Sort, cve.SortPublished), desc: q.Desc, after: q.After}
-	col, ok := sortColumns[p.sortKey]
+	col, ok := catalog.SortColumns[p.sortKey]
 	if !ok {
 		return nil, errs.Invalidf("unknown sort key %q", q.Sort)
 	}
@@ -251,37 +239,4 @@ func clampInt(v float64) int64 {
 		return math.MinInt64
 	}
 	return int64(v)
-}
-
-// sortValue is the Position value of a row under a sort key: numbers as
-// they are, times as Unix seconds, booleans as 0 or 1, missing values as -1.
-func sortValue(sortKey string, s cve.Summary, key int64) float64 {
-	switch sortKey {
-	case cve.SortEPSS:
-		if s.EPSS != nil {
-			return *s.EPSS
-		}
-	case cve.SortCVSS:
-		if s.CVSS != nil {
-			return *s.CVSS
-		}
-	case cve.SortFix:
-		return boolValue(s.HasRemediation)
-	case cve.SortKEV:
-		return boolValue(s.IsKEV)
-	case cve.SortCVE:
-		return float64(key)
-	default:
-		if s.PublishedAt != nil {
-			return float64(s.PublishedAt.Unix())
-		}
-	}
-	return -1
-}
-
-func boolValue(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
 }

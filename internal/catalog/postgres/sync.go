@@ -17,12 +17,9 @@ const leaseRow = "*lease"
 
 var _ catalog.SyncStates = (*DB)(nil)
 
-const syncColumns = `source, last_attempt, last_success, cursor, etag, last_modified,
-	records_changed, error, failures, next_attempt`
-
 // SyncState implements catalog.SyncStates.
 func (d *DB) SyncState(ctx context.Context, source string) (catalog.SyncState, error) {
-	row := d.pool.QueryRow(ctx, `SELECT `+syncColumns+` FROM sync_state WHERE source = $1`, pgText(source))
+	row := d.pool.QueryRow(ctx, `SELECT `+catalog.SyncColumns+` FROM sync_state WHERE source = $1`, pgText(source))
 	s, err := scanSyncState(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return catalog.SyncState{Source: source}, errs.NotFoundf("source %s was never synced", source)
@@ -38,15 +35,15 @@ func (d *DB) PutSyncState(ctx context.Context, s catalog.SyncState) error {
 	if s.Source == "" || s.Source == leaseRow {
 		return errs.Invalidf("sync state: bad source name %q", s.Source)
 	}
-	_, err := d.pool.Exec(ctx, `INSERT INTO sync_state (`+syncColumns+`)
+	_, err := d.pool.Exec(ctx, `INSERT INTO sync_state (`+catalog.SyncColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 		ON CONFLICT (source) DO UPDATE SET
 		last_attempt = excluded.last_attempt, last_success = excluded.last_success,
 		cursor = excluded.cursor, etag = excluded.etag, last_modified = excluded.last_modified,
 		records_changed = excluded.records_changed, error = excluded.error,
 		failures = excluded.failures, next_attempt = excluded.next_attempt`,
-		pgText(s.Source), unixOrZero(s.LastAttempt), unixOrZero(s.LastSuccess), pgText(s.Cursor), pgText(s.ETag),
-		pgText(s.LastModified), s.RecordsChanged, pgText(s.Error), s.Failures, unixOrZero(s.NextAttempt))
+		pgText(s.Source), catalog.UnixOrZero(s.LastAttempt), catalog.UnixOrZero(s.LastSuccess), pgText(s.Cursor), pgText(s.ETag),
+		pgText(s.LastModified), s.RecordsChanged, pgText(s.Error), s.Failures, catalog.UnixOrZero(s.NextAttempt))
 	if err != nil {
 		return fmt.Errorf("store sync state of %s: %w", s.Source, err)
 	}
@@ -55,7 +52,7 @@ func (d *DB) PutSyncState(ctx context.Context, s catalog.SyncState) error {
 
 // ListSyncStates implements catalog.SyncStates.
 func (d *DB) ListSyncStates(ctx context.Context) ([]catalog.SyncState, error) {
-	rows, err := d.pool.Query(ctx, `SELECT `+syncColumns+` FROM sync_state WHERE source <> $1 ORDER BY source`, leaseRow)
+	rows, err := d.pool.Query(ctx, `SELECT `+catalog.SyncColumns+` FROM sync_state WHERE source <> $1 ORDER BY source`, leaseRow)
 	if err != nil {
 		return nil, fmt.Errorf("list sync states: %w", err)
 	}
@@ -124,20 +121,6 @@ func scanSyncState(row pgx.Row) (catalog.SyncState, error) {
 		return s, err
 	}
 	s.RecordsChanged, s.Failures = int(changed), int(failures)
-	s.LastAttempt, s.LastSuccess, s.NextAttempt = timeOrZero(attempt), timeOrZero(success), timeOrZero(nextTime)
+	s.LastAttempt, s.LastSuccess, s.NextAttempt = catalog.TimeOrZero(attempt), catalog.TimeOrZero(success), catalog.TimeOrZero(nextTime)
 	return s, nil
-}
-
-func unixOrZero(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.Unix()
-}
-
-func timeOrZero(sec int64) time.Time {
-	if sec == 0 {
-		return time.Time{}
-	}
-	return time.Unix(sec, 0).UTC()
 }

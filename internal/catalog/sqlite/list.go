@@ -25,18 +25,6 @@ const MaxListLimit = 1000
 // maxSearchTerms bounds the number of words of a full-text search.
 const maxSearchTerms = 32
 
-// sortColumns maps a sort key to its column in records. Each has an index in
-// migrations/002_list_indexes.sql on (column, key), so that a page starts
-// with index seeks to the position it follows.
-var sortColumns = map[string]string{
-	cve.SortPublished: "published",
-	cve.SortEPSS:      "epss",
-	cve.SortCVSS:      "cvss",
-	cve.SortFix:       "has_fix",
-	cve.SortKEV:       "is_kev",
-	cve.SortCVE:       "key",
-}
-
 // integerColumns are the sort columns that hold integers.
 var integerColumns = map[string]bool{"published": true, "has_fix": true, "is_kev": true, "key": true}
 
@@ -106,7 +94,7 @@ func (d *DB) List(ctx context.Context, q cve.ListQuery) (cve.Page, error) {
 					return true, nil // one row beyond the page: more follow
 				}
 				page.Rows = append(page.Rows, s)
-				last = cve.Position{Value: sortValue(p.sortKey, s, key), Key: key}
+				last = cve.Position{Value: catalog.SortValue(p.sortKey, s, key), Key: key}
 			}
 			return false, rows.Err()
 		}()
@@ -153,7 +141,7 @@ const (
 
 func newListPlan(q cve.ListQuery) (*listPlan, error) {
 	p := &listPlan{sortKey: cmp.Or(q.Sort, cve.SortPublished), desc: q.Desc, after: q.After}
-	col, ok := sortColumns[p.sortKey]
+	col, ok := catalog.SortColumns[p.sortKey]
 	if !ok {
 		return nil, errs.Invalidf("unknown sort key %q", q.Sort)
 	}
@@ -282,39 +270,6 @@ func positionArg(col string, v float64) any {
 		return int64(v)
 	}
 	return v
-}
-
-// sortValue is the Position value of a row under a sort key: numbers as
-// they are, times as Unix seconds, booleans as 0 or 1, missing values as -1.
-func sortValue(sortKey string, s cve.Summary, key int64) float64 {
-	switch sortKey {
-	case cve.SortEPSS:
-		if s.EPSS != nil {
-			return *s.EPSS
-		}
-	case cve.SortCVSS:
-		if s.CVSS != nil {
-			return *s.CVSS
-		}
-	case cve.SortFix:
-		return boolValue(s.HasRemediation)
-	case cve.SortKEV:
-		return boolValue(s.IsKEV)
-	case cve.SortCVE:
-		return float64(key)
-	default:
-		if s.PublishedAt != nil {
-			return float64(s.PublishedAt.Unix())
-		}
-	}
-	return -1
-}
-
-func boolValue(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 func placeholders(n int) string {

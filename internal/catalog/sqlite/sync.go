@@ -16,12 +16,9 @@ const leaseRow = "*lease"
 
 var _ catalog.SyncStates = (*DB)(nil)
 
-const syncColumns = `source, last_attempt, last_success, cursor, etag, last_modified,
-	records_changed, error, failures, next_attempt`
-
 // SyncState implements catalog.SyncStates.
 func (d *DB) SyncState(ctx context.Context, source string) (catalog.SyncState, error) {
-	row := d.db.Read.QueryRowContext(ctx, `SELECT `+syncColumns+` FROM sync_state WHERE source = ?`, source)
+	row := d.db.Read.QueryRowContext(ctx, `SELECT `+catalog.SyncColumns+` FROM sync_state WHERE source = ?`, source)
 	s, err := scanSyncState(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return catalog.SyncState{Source: source}, errs.NotFoundf("source %s was never synced", source)
@@ -37,15 +34,15 @@ func (d *DB) PutSyncState(ctx context.Context, s catalog.SyncState) error {
 	if s.Source == "" || s.Source == leaseRow {
 		return errs.Invalidf("sync state: bad source name %q", s.Source)
 	}
-	_, err := d.db.Write.ExecContext(ctx, `INSERT INTO sync_state (`+syncColumns+`)
+	_, err := d.db.Write.ExecContext(ctx, `INSERT INTO sync_state (`+catalog.SyncColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (source) DO UPDATE SET
 		last_attempt = excluded.last_attempt, last_success = excluded.last_success,
 		cursor = excluded.cursor, etag = excluded.etag, last_modified = excluded.last_modified,
 		records_changed = excluded.records_changed, error = excluded.error,
 		failures = excluded.failures, next_attempt = excluded.next_attempt`,
-		s.Source, unixOrZero(s.LastAttempt), unixOrZero(s.LastSuccess), s.Cursor, s.ETag, s.LastModified,
-		s.RecordsChanged, s.Error, s.Failures, unixOrZero(s.NextAttempt))
+		s.Source, catalog.UnixOrZero(s.LastAttempt), catalog.UnixOrZero(s.LastSuccess), s.Cursor, s.ETag, s.LastModified,
+		s.RecordsChanged, s.Error, s.Failures, catalog.UnixOrZero(s.NextAttempt))
 	if err != nil {
 		return fmt.Errorf("store sync state of %s: %w", s.Source, err)
 	}
@@ -54,7 +51,7 @@ func (d *DB) PutSyncState(ctx context.Context, s catalog.SyncState) error {
 
 // ListSyncStates implements catalog.SyncStates.
 func (d *DB) ListSyncStates(ctx context.Context) ([]catalog.SyncState, error) {
-	rows, err := d.db.Read.QueryContext(ctx, `SELECT `+syncColumns+` FROM sync_state WHERE source <> ? ORDER BY source`, leaseRow)
+	rows, err := d.db.Read.QueryContext(ctx, `SELECT `+catalog.SyncColumns+` FROM sync_state WHERE source <> ? ORDER BY source`, leaseRow)
 	if err != nil {
 		return nil, fmt.Errorf("list sync states: %w", err)
 	}
@@ -121,20 +118,6 @@ func scanSyncState(row interface{ Scan(...any) error }) (catalog.SyncState, erro
 	if err != nil {
 		return s, err
 	}
-	s.LastAttempt, s.LastSuccess, s.NextAttempt = timeOrZero(attempt), timeOrZero(success), timeOrZero(nextTime)
+	s.LastAttempt, s.LastSuccess, s.NextAttempt = catalog.TimeOrZero(attempt), catalog.TimeOrZero(success), catalog.TimeOrZero(nextTime)
 	return s, nil
-}
-
-func unixOrZero(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.Unix()
-}
-
-func timeOrZero(sec int64) time.Time {
-	if sec == 0 {
-		return time.Time{}
-	}
-	return time.Unix(sec, 0).UTC()
 }
