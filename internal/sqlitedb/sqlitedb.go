@@ -28,6 +28,10 @@ type DB struct {
 	// Read is a pool of connections for concurrent readers.
 	Read *sql.DB
 	Path string
+
+	// watch asks for the data version (nil for a database opened with
+	// OpenBuild).
+	watch *versionWatch
 }
 
 // PathOf returns the file path of a DSN that names a SQLite database (a
@@ -62,16 +66,17 @@ func Open(ctx context.Context, path string, migrations fs.FS) (*DB, error) {
 	}
 	base := "file:" + path + "?" + pragmas.Encode()
 	// Page caches: 64 MiB for the one writer, whose transactions revisit
-	// the pages they changed; 16 MiB for each of the readers, which the
-	// operating system's page cache backs, so that eight of them stay
-	// within the serving memory budget.
+	// the pages they changed; 4 MiB for each of the readers, which the
+	// operating system's page cache backs (enough for the inner pages of
+	// the indexes they descend), so that eight of them stay well within
+	// the serving memory budget.
 	write, err := sql.Open("sqlite", base+"&_txlock=immediate&_pragma=cache_size(-65536)")
 	if err != nil {
 		return nil, err
 	}
 	write.SetMaxOpenConns(1)
 	write.SetConnMaxIdleTime(0)
-	read, err := sql.Open("sqlite", base+"&mode=ro&_pragma=cache_size(-16384)")
+	read, err := sql.Open("sqlite", base+"&mode=ro&_pragma=cache_size(-4096)")
 	if err != nil {
 		write.Close()
 		return nil, err
@@ -79,7 +84,16 @@ func Open(ctx context.Context, path string, migrations fs.FS) (*DB, error) {
 	read.SetMaxOpenConns(8)
 	read.SetMaxIdleConns(8)
 	read.SetConnMaxIdleTime(5 * time.Minute)
-	db := &DB{Write: write, Read: read, Path: path}
+	watch, err := sql.Open("sqlite", base+"&mode=ro&_pragma=cache_size(-64)")
+	if err != nil {
+		write.Close()
+		read.Close()
+		return nil, err
+	}
+	watch.SetMaxOpenConns(1)
+	watch.SetMaxIdleConns(1)
+	watch.SetConnMaxIdleTime(0)
+	db := &DB{Write: write, Read: read, Path: path, watch: newVersionWatch(watch)}
 	if err := db.migrate(ctx, migrations); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("migrate %s: %w", path, err)
@@ -120,11 +134,25 @@ func OpenBuild(ctx context.Context, path string, migrations fs.FS, cacheKiB int)
 	return db, nil
 }
 
-// Close closes both handles.
+// DataVersion returns a number that changes whenever a transaction of any
+// connection, of this process or another, commits to the database: what
+// PRAGMA data_version answers on a connection kept for asking it. What was
+// read from the database while DataVersion kept one value is still true for
+// as long as it keeps it. A database opened with OpenBuild has no such
+// connection and always answers an error.
+func (db *DB) DataVersion(ctx context.Context) (int64, error) {
+	if db.watch == nil {
+		return 0, fmt.Errorf("%s has no data version: it is being built", db.Path)
+	}
+	return db.watch.get(ctx)
+}
+
+// Close closes the handles.
 func (db *DB) Close() error {
 	if db.Read == db.Write {
 		return db.Write.Close()
 	}
+	db.watch.close()
 	err1 := db.Read.Close()
 	err2 := db.Write.Close()
 	if err1 != nil {

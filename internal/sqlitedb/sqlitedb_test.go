@@ -3,6 +3,7 @@ package sqlitedb
 import (
 	"context"
 	"path/filepath"
+	"sync"
 	"testing"
 	"testing/fstest"
 )
@@ -61,5 +62,94 @@ func TestPathOf(t *testing.T) {
 	}
 	if _, ok := PathOf("postgres://u@h/db"); ok {
 		t.Error("PathOf accepted a postgres DSN")
+	}
+}
+
+func TestDataVersionChangesWithEveryCommit(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "t.db")
+	migs := fstest.MapFS{"001_a.sql": {Data: []byte(`CREATE TABLE a (x INTEGER);`)}}
+	db, err := Open(ctx, path, migs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	other, err := Open(ctx, path, migs) // another process's handle, as far as SQLite can tell
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	version := func() int64 {
+		t.Helper()
+		v, err := db.DataVersion(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	v0 := version()
+	if v := version(); v != v0 {
+		t.Fatalf("data version moved from %d to %d with no commit", v0, v)
+	}
+	for i, w := range []*DB{db, other} {
+		before := version()
+		if _, err := w.Write.ExecContext(ctx, `INSERT INTO a VALUES (?)`, i); err != nil {
+			t.Fatal(err)
+		}
+		if after := version(); after == before {
+			t.Errorf("writer %d: data version stayed %d after a commit", i, after)
+		}
+		// A read is no change.
+		var n int
+		if err := w.Read.QueryRowContext(ctx, `SELECT count(*) FROM a`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		v := version()
+		if v2 := version(); v2 != v {
+			t.Errorf("writer %d: data version moved from %d to %d after a read", i, v, v2)
+		}
+	}
+	build, err := OpenBuild(ctx, filepath.Join(t.TempDir(), "b.db"), migs, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer build.Close()
+	if _, err := build.DataVersion(ctx); err == nil {
+		t.Error("DataVersion of a database being built: no error")
+	}
+}
+
+// TestDataVersionShared asks for the data version from many goroutines at
+// once around commits: every caller that arrives after a commit sees it,
+// however the answers are shared.
+func TestDataVersionShared(t *testing.T) {
+	ctx := context.Background()
+	migs := fstest.MapFS{"001_a.sql": {Data: []byte(`CREATE TABLE a (x INTEGER);`)}}
+	db, err := Open(ctx, filepath.Join(t.TempDir(), "t.db"), migs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for i := range 50 {
+		before, err := db.DataVersion(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Callers that may share the question asked before the commit.
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() { db.DataVersion(ctx) })
+		}
+		if _, err := db.Write.ExecContext(ctx, `INSERT INTO a VALUES (?)`, i); err != nil {
+			t.Fatal(err)
+		}
+		for range 8 {
+			wg.Go(func() {
+				if v, err := db.DataVersion(ctx); err != nil || v == before {
+					t.Errorf("round %d: data version %d, %v after a commit; it was %d before", i, v, err, before)
+				}
+			})
+		}
+		wg.Wait()
 	}
 }
