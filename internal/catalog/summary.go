@@ -16,14 +16,23 @@ const SummaryColumns = `key, cve_id, severity, cvss, cvss_version, epss, is_kev,
 // pgx row) into a summary and its key.
 func ScanSummary(row interface{ Scan(...any) error }) (cve.Summary, int64, error) {
 	var (
-		s                  cve.Summary
 		key                int64
+		id                 string
+		severity, version  *string
 		cvss, epss         float64
+		kev, fix           bool
 		published, modTime int64
 	)
-	if err := row.Scan(&key, &s.CVEID, &s.Severity, &cvss, &s.CVSSVersion, &epss, &s.IsKEV, &s.HasRemediation, &published, &modTime); err != nil {
-		return s, 0, err
+	if err := row.Scan(&key, &id, &severity, &cvss, &version, &epss, &kev, &fix, &published, &modTime); err != nil {
+		return cve.Summary{}, 0, err
 	}
+	return SummaryOf(id, severity, cvss, version, epss, kev, fix, published, modTime), key, nil
+}
+
+// SummaryOf returns the summary of the columns of a stored record: missing
+// numbers as -1, times as Unix seconds.
+func SummaryOf(id string, severity *string, cvss float64, cvssVersion *string, epss float64, kev, fix bool, published, modified int64) cve.Summary {
+	s := cve.Summary{CVEID: id, Severity: severity, CVSSVersion: cvssVersion, IsKEV: kev, HasRemediation: fix}
 	if cvss >= 0 {
 		s.CVSS = &cvss
 	}
@@ -34,9 +43,9 @@ func ScanSummary(row interface{ Scan(...any) error }) (cve.Summary, int64, error
 		t := time.Unix(published, 0).UTC()
 		s.PublishedAt = &t
 	}
-	m := time.Unix(modTime, 0).UTC()
+	m := time.Unix(modified, 0).UTC()
 	s.ModifiedAt = &m
-	return s, key, nil
+	return s
 }
 
 // WalkStart returns the key a walk starts after: -1 for an empty after (the

@@ -13,7 +13,8 @@ type Catalog interface {
 
 	// RecordJSON returns the stored JSON encoding of a record, without
 	// _links (a JSON object, so the caller can append fields before the
-	// closing brace). It returns errs.ErrNotFound like Record.
+	// closing brace). It returns errs.ErrNotFound like Record. The bytes
+	// may be shared with other callers: they are read, never changed.
 	RecordJSON(ctx context.Context, id string) ([]byte, error)
 
 	// RecordsJSON returns RecordJSON of every id the catalog holds, keyed by

@@ -1,7 +1,6 @@
 package cve
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -66,7 +65,19 @@ func Key(id string) (key int64, ok bool) {
 // IDOfKey is the inverse of Key.
 func IDOfKey(key int64) string {
 	year, seq := key/keyBase, key%keyBase
-	return fmt.Sprintf("CVE-%04d-%04d", year, seq)
+	b := make([]byte, 0, 9+maxSeqDigits)
+	b = append(b, "CVE-"...)
+	b = appendPadded(b, year)
+	b = append(b, '-')
+	return string(appendPadded(b, seq))
+}
+
+// appendPadded appends n in decimal, with zeros in front up to four digits.
+func appendPadded(b []byte, n int64) []byte {
+	for p := int64(1000); p > 1 && n < p; p /= 10 {
+		b = append(b, '0')
+	}
+	return strconv.AppendInt(b, n, 10)
 }
 
 // YearOfKey returns the year of a key.

@@ -47,6 +47,7 @@ func Run(t *testing.T, open Open) {
 		{"Stats", testStats},
 		{"TxWrites", testTxWrites},
 		{"TxVisibility", testTxVisibility},
+		{"ReadsAfterCommit", testReadsAfterCommit},
 		{"IngestAtomic", testIngestAtomic},
 		{"ListPages", testListPages},
 		{"ListSummaries", testListSummaries},
@@ -487,6 +488,76 @@ func testTxVisibility(t *testing.T, open Open) {
 	}
 	if page, err := db.List(ctx, cve.ListQuery{Limit: 100}); err != nil || len(page.Rows) != 9 {
 		t.Errorf("List after commit: %d rows, %v; want 9", len(page.Rows), err)
+	}
+}
+
+// testReadsAfterCommit reads records, lists and walks, changes the catalog,
+// and reads them again: every read after the commit sees it, however the
+// store keeps what it read before.
+func testReadsAfterCommit(t *testing.T, open Open) {
+	ctx := context.Background()
+	db := open(t)
+	rows := GenRows(rand.New(rand.NewPCG(27, 28)), 20)
+	for i := range rows {
+		rows[i].Rejected = false
+	}
+	PutRows(t, db, rows)
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	read := func() (one []byte, all map[string][]byte, listed, walked int) {
+		t.Helper()
+		one, err := db.RecordJSON(ctx, rows[0].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if all, err = db.RecordsJSON(ctx, ids); err != nil {
+			t.Fatal(err)
+		}
+		page, err := db.List(ctx, cve.ListQuery{Sort: cve.SortCVSS, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Walk(ctx, "", func(cve.Summary) error { walked++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return one, all, len(page.Rows), walked
+	}
+	for range 3 { // reads that a store may keep
+		read()
+	}
+	changed := rows[0]
+	changed.Body = []byte(`{"cveId":"` + changed.ID + `","changed":true}`)
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if err := tx.PutRecord(ctx, &changed); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.DeleteRecord(ctx, rows[1].Key); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	one, all, listed, walked := read()
+	if string(one) != string(changed.Body) {
+		t.Errorf("RecordJSON after the commit = %s, want %s", one, changed.Body)
+	}
+	if string(all[rows[0].ID]) != string(changed.Body) {
+		t.Errorf("RecordsJSON after the commit = %s, want %s", all[rows[0].ID], changed.Body)
+	}
+	if _, ok := all[rows[1].ID]; ok {
+		t.Errorf("RecordsJSON after the commit still holds the deleted %s", rows[1].ID)
+	}
+	if _, err := db.RecordJSON(ctx, rows[1].ID); !errors.Is(err, errs.ErrNotFound) {
+		t.Errorf("RecordJSON of the deleted %s: %v, want ErrNotFound", rows[1].ID, err)
+	}
+	if listed != len(rows)-1 || walked != len(rows)-1 {
+		t.Errorf("after the commit: List gave %d rows and Walk %d, want %d", listed, walked, len(rows)-1)
 	}
 }
 

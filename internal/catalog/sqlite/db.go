@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/patchline/patchline/internal/catalog"
@@ -26,6 +27,15 @@ type DB struct {
 	db *sqlitedb.DB
 	// recordBody is the hot read of the lookup API, prepared once.
 	recordBody *sql.Stmt
+	// records holds the bodies read last.
+	records *recordCache
+	// summaries answers lists and walks from memory.
+	summaries *summaries
+
+	// stats are the last Stats, counted at statsVersion.
+	statsMu      sync.Mutex
+	stats        *cve.Stats
+	statsVersion int64
 }
 
 var _ catalog.Store = (*DB)(nil)
@@ -45,11 +55,14 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("open catalog: %w", err)
 	}
-	return &DB{db: db, recordBody: stmt}, nil
+	d := &DB{db: db, recordBody: stmt, records: newRecordCache(RecordCacheBytes)}
+	d.summaries = newSummaries(d)
+	return d, nil
 }
 
 // Close closes the database.
 func (d *DB) Close() error {
+	d.summaries.close()
 	d.recordBody.Close()
 	return d.db.Close()
 }
@@ -70,57 +83,87 @@ func (d *DB) Record(ctx context.Context, id string) (*cve.Record, error) {
 	return &r, nil
 }
 
-// RecordJSON implements cve.Catalog.
+// RecordJSON implements cve.Catalog. A body read since the catalog last
+// changed comes from memory.
 func (d *DB) RecordJSON(ctx context.Context, id string) ([]byte, error) {
 	key, ok := cve.Key(id)
 	if !ok {
 		return nil, errs.NotFoundf("%s is not in the catalog", id)
 	}
+	version, err := d.db.DataVersion(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read record %s: %w", id, err)
+	}
+	if body, ok := d.records.get(key, version); ok {
+		return body, nil
+	}
 	var body []byte
-	err := d.recordBody.QueryRowContext(ctx, key).Scan(&body)
+	err = d.recordBody.QueryRowContext(ctx, key).Scan(&body)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errs.NotFoundf("%s is not in the catalog", id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read record %s: %w", id, err)
 	}
+	d.records.put(key, version, body)
 	return body, nil
 }
 
-// RecordsJSON implements cve.Catalog.
+// RecordsJSON implements cve.Catalog. Like RecordJSON, it reads from the
+// database only the bodies memory does not hold.
 func (d *DB) RecordsJSON(ctx context.Context, ids []string) (map[string][]byte, error) {
 	out := make(map[string][]byte, len(ids))
+	version, err := d.db.DataVersion(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read records: %w", err)
+	}
 	keys := make([]any, 0, len(ids))
 	for _, id := range ids {
-		if k, ok := cve.Key(id); ok {
-			keys = append(keys, k)
+		k, ok := cve.Key(id)
+		if !ok {
+			continue
 		}
+		if body, ok := d.records.get(k, version); ok {
+			out[id] = body
+			continue
+		}
+		keys = append(keys, k)
 	}
 	if len(keys) == 0 {
 		return out, nil
 	}
-	q := `SELECT cve_id, body FROM records WHERE key IN (?` + strings.Repeat(",?", len(keys)-1) + `)`
+	q := `SELECT key, cve_id, body FROM records WHERE key IN (?` + strings.Repeat(",?", len(keys)-1) + `)`
 	rows, err := d.db.Read.QueryContext(ctx, q, keys...)
 	if err != nil {
 		return nil, fmt.Errorf("read records: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
+		var key int64
 		var id string
 		var body []byte
-		if err := rows.Scan(&id, &body); err != nil {
+		if err := rows.Scan(&key, &id, &body); err != nil {
 			return nil, err
 		}
 		out[id] = body
+		d.records.put(key, version, body)
 	}
 	return out, rows.Err()
 }
 
-// Walk implements cve.Catalog.
+// Walk implements cve.Catalog. It reads the summary index when it is up
+// to date.
 func (d *DB) Walk(ctx context.Context, after string, fn func(cve.Summary) error) error {
 	from, err := catalog.WalkStart(after)
 	if err != nil {
 		return err
+	}
+	x, err := d.summaryIndex(ctx)
+	if err != nil {
+		return fmt.Errorf("walk records: %w", err)
+	}
+	if x != nil {
+		return x.walk(ctx, from, fn)
 	}
 	rows, err := d.db.Read.QueryContext(ctx, `SELECT `+catalog.SummaryColumns+` FROM records WHERE key > ? ORDER BY key`, from)
 	if err != nil {
@@ -139,11 +182,34 @@ func (d *DB) Walk(ctx context.Context, after string, fn func(cve.Summary) error)
 	return rows.Err()
 }
 
-// Stats implements cve.Catalog.
+// summaryIndex returns the summary index if it holds the catalog as it is
+// now, nil otherwise.
+func (d *DB) summaryIndex(ctx context.Context) (*summaryIndex, error) {
+	if summaryIndexMode == indexOff {
+		return nil, nil
+	}
+	v, err := d.db.DataVersion(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return d.summaries.at(ctx, v)
+}
+
+// Stats implements cve.Catalog. Counting the facts reads the whole
+// table, so the counts are kept until the catalog changes.
 func (d *DB) Stats(ctx context.Context) (cve.Stats, error) {
+	version, err := d.db.DataVersion(ctx)
+	if err != nil {
+		return cve.Stats{}, fmt.Errorf("catalog stats: %w", err)
+	}
+	d.statsMu.Lock() // one count at a time: others wait for it
+	defer d.statsMu.Unlock()
+	if d.stats != nil && d.statsVersion == version {
+		return *d.stats, nil
+	}
 	var s cve.Stats
 	var updated sql.NullInt64
-	err := d.db.Read.QueryRowContext(ctx, `SELECT
+	err = d.db.Read.QueryRowContext(ctx, `SELECT
 		(SELECT count(*) FROM records),
 		(SELECT count(*) FROM records WHERE rejected = 1),
 		(SELECT count(*) FROM facts),
@@ -154,5 +220,6 @@ func (d *DB) Stats(ctx context.Context) (cve.Stats, error) {
 	if updated.Valid {
 		s.Updated = time.Unix(updated.Int64, 0).UTC()
 	}
+	d.stats, d.statsVersion = &s, version
 	return s, nil
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -47,6 +48,9 @@ func (d *DB) List(ctx context.Context, q cve.ListQuery) (cve.Page, error) {
 	}
 	if p.empty {
 		return cve.Page{}, nil
+	}
+	if page, ok, err := d.listIndexed(ctx, p, q); ok || err != nil {
+		return page, err
 	}
 	tx, err := d.db.Read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
@@ -107,6 +111,51 @@ func (d *DB) List(ctx context.Context, q cve.ListQuery) (cve.Page, error) {
 		}
 	}
 	return page, nil
+}
+
+// listIndexed answers a list from the summary index, when it holds the
+// catalog as it is now; ok is false when it does not.
+func (d *DB) listIndexed(ctx context.Context, p *listPlan, q cve.ListQuery) (page cve.Page, ok bool, err error) {
+	if q.After != nil && math.IsNaN(q.After.Value) {
+		return page, false, nil // what the database makes of it is its own
+	}
+	x, err := d.summaryIndex(ctx)
+	if x == nil || err != nil {
+		return page, false, err
+	}
+	var matched rowSet
+	if p.match != "" {
+		matched, err = x.search(p.match, func() ([]int64, error) {
+			keys, err := d.searchKeys(ctx, p.match)
+			if err != nil {
+				return nil, fmt.Errorf("list records: search: %w", err)
+			}
+			// The search must have read the catalog the index holds.
+			v, err := d.db.DataVersion(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if v != x.version {
+				return nil, errStale
+			}
+			return keys, nil
+		})
+		if errors.Is(err, errStale) {
+			return page, false, nil
+		}
+		if err != nil {
+			return page, false, err
+		}
+	}
+	return x.list(p, q, matched), true, nil
+}
+
+// errStale says that the catalog changed while the summary index was read.
+var errStale = errors.New("the catalog changed")
+
+// searchKeys returns the keys of the records that match an FTS5 query.
+func (d *DB) searchKeys(ctx context.Context, match string) ([]int64, error) {
+	return queryKeys(ctx, d.db.Read, `SELECT rowid FROM records_fts WHERE records_fts MATCH ?`, match)
 }
 
 // sparseSearch is the number of matches up to which a search reads its

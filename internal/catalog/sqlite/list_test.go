@@ -26,12 +26,31 @@ func mustOpenListDB(tb testing.TB) *DB {
 
 func openStore(t *testing.T) catalog.Store { return mustOpenListDB(t) }
 
-// TestCatalog runs the suite that every catalog store passes.
-func TestCatalog(t *testing.T) { catalogtest.Run(t, openStore) }
+// withIndex runs the test with the summary index kept in mode.
+func withIndex(t *testing.T, mode int) {
+	old := summaryIndexMode
+	summaryIndexMode = mode
+	t.Cleanup(func() { summaryIndexMode = old })
+}
+
+// TestCatalog runs the suite that every catalog store passes, with every
+// list and walk read from the database.
+func TestCatalog(t *testing.T) {
+	withIndex(t, indexOff)
+	catalogtest.Run(t, openStore)
+}
+
+// TestCatalogIndexed runs the suite with every list and walk read from the
+// summary index, brought up to date before each.
+func TestCatalogIndexed(t *testing.T) {
+	withIndex(t, indexInline)
+	catalogtest.Run(t, openStore)
+}
 
 // TestListSearchDense runs the search tests with every search walking a
 // sort index, as a search that matches many records does.
 func TestListSearchDense(t *testing.T) {
+	withIndex(t, indexOff)
 	defer func(n int) { sparseSearch = n }(sparseSearch)
 	sparseSearch = 0
 	catalogtest.ListSearch(t, openStore)
@@ -91,19 +110,39 @@ func explain(tb testing.TB, db *DB, query string, args []any) string {
 	return b.String()
 }
 
+// BenchmarkList pages through lists of 50,000 records, read from the
+// database and from the summary index.
 func BenchmarkList(b *testing.B) {
 	db := mustOpenListDB(b)
 	catalogtest.PutRows(b, db, catalogtest.GenRows(rand.New(rand.NewPCG(7, 8)), 50000))
-	for _, s := range []string{cve.SortPublished, cve.SortEPSS, cve.SortCVE} {
-		b.Run(s, func(b *testing.B) {
-			q := cve.ListQuery{Sort: s, Desc: true, Limit: 50}
-			for b.Loop() {
-				page, err := db.List(context.Background(), q)
-				if err != nil {
-					b.Fatal(err)
+	queries := []struct {
+		name string
+		q    cve.ListQuery
+	}{
+		{"published", cve.ListQuery{Sort: cve.SortPublished, Desc: true}},
+		{"epss", cve.ListQuery{Sort: cve.SortEPSS, Desc: true}},
+		{"cve", cve.ListQuery{Sort: cve.SortCVE, Desc: true}},
+		{"search+kev", cve.ListQuery{Q: "denial", KEV: ptr(true), Sort: cve.SortCVSS, Desc: true}},
+		{"rare filters", cve.ListQuery{Years: []int{2003}, Severities: []string{cve.SeverityCritical}, Fix: ptr(true), Sort: cve.SortEPSS}},
+	}
+	for _, mode := range []struct {
+		name string
+		mode int
+	}{{"database", indexOff}, {"index", indexInline}} {
+		for _, tt := range queries {
+			b.Run(mode.name+"/"+tt.name, func(b *testing.B) {
+				defer func(old int) { summaryIndexMode = old }(summaryIndexMode)
+				summaryIndexMode = mode.mode
+				q := tt.q
+				q.Limit = 50
+				for b.Loop() {
+					page, err := db.List(context.Background(), q)
+					if err != nil {
+						b.Fatal(err)
+					}
+					q.After = page.Next
 				}
-				q.After = page.Next
-			}
-		})
+			})
+		}
 	}
 }

@@ -384,7 +384,14 @@ func (t *tx_) DeleteRecord(ctx context.Context, key int64) error {
 }
 
 func (t *tx_) KeysWithAtoms(ctx context.Context) ([]int64, error) {
-	rows, err := t.tx.QueryContext(ctx, `SELECT key FROM records WHERE has_fix = 1 ORDER BY key`)
+	return queryKeys(ctx, t.tx, `SELECT key FROM records WHERE has_fix = 1 ORDER BY key`)
+}
+
+// queryKeys returns the integers of a query of one column.
+func queryKeys(ctx context.Context, q interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}, query string, args ...any) ([]int64, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}

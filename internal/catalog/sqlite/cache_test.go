@@ -1,0 +1,71 @@
+package sqlite
+
+import (
+	"context"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+
+	"github.com/patchline/patchline/internal/catalog"
+	"github.com/patchline/patchline/internal/catalog/catalogtest"
+)
+
+// TestRecordCacheSeesOtherWriters changes a record through another handle
+// of the catalog file, as `patchline ingest` or `sync` in another process
+// do beside `serve`: the next read sees the change.
+func TestRecordCacheSeesOtherWriters(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	serving, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer serving.Close()
+	writer, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Close()
+	rows := catalogtest.GenRows(rand.New(rand.NewPCG(3, 4)), 3)
+	catalogtest.PutRows(t, writer, rows)
+	for range 2 {
+		if _, err := serving.RecordJSON(ctx, rows[0].ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	changed := rows[0]
+	changed.Body = []byte(`{"cveId":"` + changed.ID + `","v":2}`)
+	catalogtest.PutRows(t, writer, []catalog.Row{changed})
+	got, err := serving.RecordJSON(ctx, rows[0].ID)
+	if err != nil || string(got) != string(changed.Body) {
+		t.Errorf("RecordJSON after another handle's commit = %s, %v; want %s", got, err, changed.Body)
+	}
+}
+
+func TestRecordCacheBounds(t *testing.T) {
+	c := newRecordCache(16 * (1000 + cacheOverhead))
+	body := make([]byte, 1000)
+	for k := range int64(100) {
+		c.put(k, 1, body)
+	}
+	if c.size > c.max || len(c.byKey) != 16 {
+		t.Errorf("cache of %d bytes holds %d bytes in %d bodies, want 16 bodies", c.max, c.size, len(c.byKey))
+	}
+	if _, ok := c.get(99, 1); !ok {
+		t.Error("the last body put is not in the cache")
+	}
+	if _, ok := c.get(0, 1); ok {
+		t.Error("the first body put is still in the cache")
+	}
+	c.put(1000, 1, make([]byte, c.max)) // outsized
+	if _, ok := c.get(1000, 1); ok {
+		t.Error("an outsized body was cached")
+	}
+	if _, ok := c.get(99, 2); ok || len(c.byKey) != 0 {
+		t.Error("a new data version did not empty the cache")
+	}
+	c.put(5, 1, body) // read before the version the cache has seen
+	if _, ok := c.get(5, 2); ok {
+		t.Error("a body read under an older version was cached")
+	}
+}
