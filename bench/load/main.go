@@ -234,9 +234,15 @@ func cveMain(args []string) {
 		log.Fatal("the catalog is empty")
 	}
 
-	var recReqs, listReqs, batchReqs []*request
+	// GET by id twice: 2,000 ids asked again and again, as the records in
+	// the news are, and 20,000 ids from the whole catalog, most of them
+	// out of the server's memory.
+	var recReqs, coldReqs, listReqs, batchReqs []*request
 	for range 2000 {
 		recReqs = append(recReqs, &request{method: "GET", path: "/cve/" + ids[rng.IntN(len(ids))]})
+	}
+	for range 20000 {
+		coldReqs = append(coldReqs, &request{method: "GET", path: "/cve/" + ids[rng.IntN(len(ids))]})
 	}
 	for _, q := range listQueries(rng, 150) {
 		// Each query, then two pages further by its cursor.
@@ -268,10 +274,11 @@ func cveMain(args []string) {
 		body, _ := json.Marshal(b)
 		batchReqs = append(batchReqs, &request{method: "POST", path: "/cve/batch", body: body})
 	}
+	coldReqs = capture(client, api, coldReqs)
 	recReqs = capture(client, api, recReqs)
 	batchReqs = capture(client, api, batchReqs)
 
-	all := slices.Concat(recReqs, listReqs, batchReqs, bulkReqs)
+	all := slices.Concat(recReqs, coldReqs, listReqs, batchReqs, bulkReqs)
 	b := startBare(all)
 	bareAPI := b.addr + "/api/v1"
 
@@ -290,6 +297,7 @@ func cveMain(args []string) {
 		return ra, rb
 	}
 	mix(fmt.Sprintf("GET /cve/{id} (%d ids)", len(recReqs)), recReqs, *conns, *dur)
+	mix(fmt.Sprintf("GET /cve/{id} (%d ids of the whole catalog)", len(coldReqs)), coldReqs, *conns, *dur)
 	mix(fmt.Sprintf("GET /cve?… limit=50 (%d queries)", len(listReqs)), listReqs, *queryConns, *dur)
 	mix("POST /cve/batch (100 ids)", batchReqs, *queryConns, *dur)
 	ra, rb := mix("GET /cve/bulk.jsonl", bulkReqs, 1, *dur)
