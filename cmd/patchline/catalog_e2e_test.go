@@ -223,3 +223,65 @@ func TestEndToEndKilledRebuild(t *testing.T) {
 		t.Errorf("record after the kills = %+v, want its KEV entry", rec)
 	}
 }
+
+// TestEndToEndIngestBesideServe ingests into the catalog of a running
+// serve from another process: the next requests see the new facts, though
+// serve keeps record bodies, a summary index and counts in memory.
+func TestEndToEndIngestBesideServe(t *testing.T) {
+	data := t.TempDir()
+	ingest := func(feeds ...string) {
+		t.Helper()
+		res := runCLI(t, "", nil, append([]string{"ingest", "--data", data}, feeds...)...)
+		if res.Code != 0 {
+			t.Fatalf("ingest exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
+		}
+	}
+	ingest("cvelist=" + filepath.Join(sampleData, "cvelist"))
+	s := startServe(t, data, nil)
+	const id = "CVE-2021-44228"
+	listed := func() string {
+		t.Helper()
+		status, body, _ := get(t, s.LookupURL+"/api/v1/cve?epss_min=0.5&sort=epss&limit=100")
+		if status != 200 {
+			t.Fatalf("list = %d: %s", status, body)
+		}
+		return string(body)
+	}
+	bulkLine := func() string {
+		t.Helper()
+		status, body, _ := get(t, s.LookupURL+"/api/v1/cve/bulk.jsonl")
+		if status != 200 {
+			t.Fatalf("bulk = %d: %s", status, body)
+		}
+		for _, line := range strings.Split(string(body), "\n") {
+			if strings.Contains(line, `"`+id+`"`) {
+				return line
+			}
+		}
+		t.Fatalf("bulk.jsonl has no line for %s", id)
+		return ""
+	}
+	// Read everything serve may keep, twice, and give its summary index
+	// the time to be built.
+	for range 2 {
+		if rec := fetchRecord(t, s, id); rec.EPSS != nil {
+			t.Fatalf("%s has EPSS before the EPSS ingest: %+v", id, rec.EPSS)
+		}
+		if strings.Contains(listed(), id) {
+			t.Fatalf("%s is listed with EPSS ≥ 0.5 before the EPSS ingest", id)
+		}
+		bulkLine()
+		time.Sleep(500 * time.Millisecond)
+	}
+
+	ingest("epss=" + filepath.Join(sampleData, "epss"))
+	if rec := fetchRecord(t, s, id); rec.EPSS == nil || rec.EPSS.Score < 0.5 {
+		t.Errorf("GET %s after the EPSS ingest: epss %+v", id, rec.EPSS)
+	}
+	if !strings.Contains(listed(), id) {
+		t.Errorf("%s is not listed with EPSS ≥ 0.5 after the EPSS ingest", id)
+	}
+	if line := bulkLine(); strings.Contains(line, `"epss":null`) {
+		t.Errorf("bulk.jsonl after the EPSS ingest: %s", line)
+	}
+}
