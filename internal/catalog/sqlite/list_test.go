@@ -47,6 +47,15 @@ func TestCatalogIndexed(t *testing.T) {
 	catalogtest.Run(t, openStore)
 }
 
+// TestCatalogIndexedScan runs the suite with every list of the summary
+// index read by a scan of its rows rather than a walk of its orders.
+func TestCatalogIndexedScan(t *testing.T) {
+	withIndex(t, indexInline)
+	defer func(n int) { walkBudget = n }(walkBudget)
+	walkBudget = 0
+	catalogtest.Run(t, openStore)
+}
+
 // TestListSearchDense runs the search tests with every search walking a
 // sort index, as a search that matches many records does.
 func TestListSearchDense(t *testing.T) {

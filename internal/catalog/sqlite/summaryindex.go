@@ -18,8 +18,8 @@ import (
 // summaryIndex holds the list columns of every record in memory (about
 // 50 bytes a record), in key order, with the order of each sort key: List
 // filters and sorts, and Walk streams, from it instead of the database for
-// as long as the catalog keeps the data version it was read at. It is
-// never changed once built; a new one replaces it.
+// as long as the catalog keeps the data version it was read at. Its rows
+// never change once built: a new index replaces it.
 type summaryIndex struct {
 	version int64
 	rows    []indexRow
@@ -200,6 +200,13 @@ func buildSummaryIndex(ctx context.Context, d *DB, version int64) (*summaryIndex
 	return x, nil
 }
 
+// walkBudget is the number of rows a list walks in its sort order before
+// it scans the rows in key order instead: past it, the filters keep so few
+// rows that reading them all in memory order, then sorting the few kept,
+// costs less than the rest of a walk whose every step is a cache miss.
+// Tests change it.
+var walkBudget = 4096
+
 // list answers a query whose plan p is valid, with the rows matching the
 // search in matched (nil without a search).
 func (x *summaryIndex) list(p *listPlan, q cve.ListQuery, matched rowSet) cve.Page {
@@ -222,31 +229,90 @@ func (x *summaryIndex) list(p *listPlan, q cve.ListQuery, matched rowSet) cve.Pa
 		// (beyond it when ascending, since the position's own row is not
 		// repeated); descending, the walk starts from the row before it.
 		i = sort.Search(n, func(i int) bool {
-			r := at(i)
-			c := cmp.Compare(r.key, q.After.Key)
-			if p.col != "key" {
-				c = cmp.Or(cmp.Compare(r.value(p.col), q.After.Value), c)
-			}
+			c := x.compare(p, at(i), q.After)
 			return c > 0 || c == 0 && p.desc
 		})
 		if p.desc {
 			i--
 		}
 	}
+	var rows []*indexRow
+	for steps := 0; i >= 0 && i < n && len(rows) <= p.limit; i, steps = i+step, steps+1 {
+		if steps == walkBudget {
+			return x.scan(p, q, keep)
+		}
+		if r := at(i); keep(r, i, order) {
+			rows = append(rows, r)
+		}
+	}
+	return x.page(p, rows)
+}
+
+// scan answers a list as list does, by reading every row of the years
+// the query names (all rows without), in key order.
+func (x *summaryIndex) scan(p *listPlan, q cve.ListQuery, keep func(*indexRow, int, []int32) bool) cve.Page {
+	type span struct{ lo, hi int }
+	spans := []span{{0, len(x.rows)}}
+	if len(q.Years) > 0 {
+		spans = spans[:0]
+		years := slices.Clone(q.Years)
+		slices.Sort(years)
+		for _, y := range slices.Compact(years) {
+			lo, _ := cve.Key(fmt.Sprintf("CVE-%04d-0000", y))
+			hi, _ := cve.Key(fmt.Sprintf("CVE-%04d-0000", y+1))
+			spans = append(spans, span{x.find(lo), x.find(hi)})
+		}
+	}
+	var rows []*indexRow
+	for _, sp := range spans {
+		for i := sp.lo; i < sp.hi; i++ {
+			r := &x.rows[i]
+			if !keep(r, i, nil) {
+				continue
+			}
+			if q.After != nil {
+				if c := x.compare(p, r, q.After); c == 0 || (c < 0) != p.desc {
+					continue // not after the position
+				}
+			}
+			rows = append(rows, r)
+		}
+	}
+	slices.SortFunc(rows, func(a, b *indexRow) int {
+		c := x.compare(p, a, &cve.Position{Value: b.value(p.col), Key: b.key})
+		if p.desc {
+			return -c
+		}
+		return c
+	})
+	return x.page(p, rows[:min(len(rows), p.limit+1)])
+}
+
+// compare orders a row and a position ascending, as List orders rows.
+func (x *summaryIndex) compare(p *listPlan, r *indexRow, pos *cve.Position) int {
+	c := cmp.Compare(r.key, pos.Key)
+	if p.col != "key" {
+		c = cmp.Or(cmp.Compare(r.value(p.col), pos.Value), c)
+	}
+	return c
+}
+
+// find returns the number of the first row whose key is key or more.
+func (x *summaryIndex) find(key int64) int {
+	i, _ := slices.BinarySearchFunc(x.rows, key, func(r indexRow, k int64) int { return cmp.Compare(r.key, k) })
+	return i
+}
+
+// page returns the page of rows, which are in list order and hold one
+// row more than the page when more follow.
+func (x *summaryIndex) page(p *listPlan, rows []*indexRow) cve.Page {
 	var page cve.Page
-	var last cve.Position
-	for ; i >= 0 && i < n; i += step {
-		r := at(i)
-		if !keep(r, i, order) {
-			continue
-		}
-		if len(page.Rows) == p.limit {
-			page.Next = &last
-			break
-		}
-		s := x.summary(r)
-		page.Rows = append(page.Rows, s)
-		last = cve.Position{Value: catalog.SortValue(p.sortKey, s, r.key), Key: r.key}
+	for _, r := range rows[:min(len(rows), p.limit)] {
+		page.Rows = append(page.Rows, x.summary(r))
+	}
+	if len(rows) > p.limit {
+		last := rows[p.limit-1]
+		page.Next = &cve.Position{Value: catalog.SortValue(p.sortKey, page.Rows[p.limit-1], last.key), Key: last.key}
 	}
 	return page
 }
@@ -337,7 +403,7 @@ func (x *summaryIndex) search(match string, keys func() ([]int64, error)) (rowSe
 
 // walk calls fn for every row after the key from, in key order.
 func (x *summaryIndex) walk(ctx context.Context, from int64, fn func(cve.Summary) error) error {
-	i, _ := slices.BinarySearchFunc(x.rows, from+1, func(r indexRow, k int64) int { return cmp.Compare(r.key, k) })
+	i := x.find(from + 1)
 	for n := 0; i < len(x.rows); i, n = i+1, n+1 {
 		if n%4096 == 0 {
 			if err := ctx.Err(); err != nil {
