@@ -448,6 +448,9 @@ func (a *Agent) checkIn(ctx context.Context, snap *Snapshot) (*agentproto.CheckI
 	switch {
 	case reported == nil:
 		req.Inventory = &inv
+	case agentproto.Equal(*reported, inv):
+		// Unchanged, as at most check-ins: there is nothing to send, and
+		// no delta to work out.
 	default:
 		d := agentproto.Diff(*reported, inv)
 		switch {

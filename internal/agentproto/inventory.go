@@ -1,12 +1,12 @@
 package agentproto
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // HeaderAgentState is a response header of the agent routes. With the
@@ -68,13 +68,43 @@ func Canonical(inv Inventory) Inventory {
 	return out
 }
 
+// compareSoftware orders software by ecosystem, name, architecture,
+// version and source. It compares a field only when the ones before are
+// equal: cmp.Or would compare them all.
 func compareSoftware(a, b Software) int {
-	return cmp.Or(cmp.Compare(a.Ecosystem, b.Ecosystem), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Arch, b.Arch),
-		cmp.Compare(a.Version, b.Version), cmp.Compare(a.Source, b.Source))
+	if c := strings.Compare(a.Ecosystem, b.Ecosystem); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Name, b.Name); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Arch, b.Arch); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Version, b.Version); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Source, b.Source)
 }
 
+// compareUpdates orders updates by id, title and severity.
 func compareUpdates(a, b Update) int {
-	return cmp.Or(cmp.Compare(a.ID, b.ID), cmp.Compare(a.Title, b.Title), cmp.Compare(a.Severity, b.Severity))
+	if c := strings.Compare(a.ID, b.ID); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Title, b.Title); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Severity, b.Severity)
+}
+
+// Equal reports whether a and b list the same items in the same order, an
+// empty list and a missing one alike. Of two inventories in canonical
+// order (Canonical), it reports whether they are the same inventory: then
+// Diff(a, b) is empty.
+func Equal(a, b Inventory) bool {
+	return slices.Equal(a.Software, b.Software) && slices.Equal(a.PendingUpdates, b.PendingUpdates) &&
+		slices.Equal(a.InstalledUpdates, b.InstalledUpdates)
 }
 
 // InventoryHash identifies an inventory whatever the order of its lists:

@@ -55,6 +55,12 @@ func TestDiffApply(t *testing.T) {
 			want: InventoryDelta{Added: []Software{deb("a", "2"), deb("d", "1")}, Removed: []Software{deb("a", "1"), deb("c", "1")}},
 		},
 		{
+			name: "same items in another order",
+			old:  Inventory{Software: []Software{deb("b", "1"), deb("a", "1")}, InstalledUpdates: []Update{}},
+			cur:  Inventory{Software: []Software{deb("a", "1"), deb("b", "1")}},
+			want: InventoryDelta{},
+		},
+		{
 			name: "two versions of one package",
 			old:  Inventory{Software: []Software{deb("kernel", "1"), deb("kernel", "2")}},
 			cur:  Inventory{Software: []Software{deb("kernel", "2"), deb("kernel", "3")}},
@@ -79,6 +85,9 @@ func TestDiffApply(t *testing.T) {
 			}
 			if (len(tt.want.Added)+len(tt.want.Removed) == 0 && tt.want.PendingUpdates == nil && tt.want.InstalledUpdates == nil) != d.Empty() {
 				t.Errorf("Empty = %v", d.Empty())
+			}
+			if got := Equal(Canonical(tt.old), Canonical(tt.cur)); got != d.Empty() {
+				t.Errorf("Equal of the canonical inventories = %v, but Empty = %v", got, d.Empty())
 			}
 			// Through JSON, as it travels.
 			b, err := json.Marshal(d)

@@ -1,6 +1,7 @@
 package controlapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -222,6 +224,10 @@ func (s *Server) checkIn(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if len(cmds) == 0 {
+		httpx.WriteJSONBytes(w, http.StatusOK, noCommands())
+		return nil
+	}
 	resp := agentproto.CheckInResponse{Capability: capability, CheckInIntervalSeconds: checkInterval, Commands: []agentproto.Command{}}
 	for _, cmd := range cmds {
 		resp.Commands = append(resp.Commands, agentproto.Command{
@@ -230,6 +236,18 @@ func (s *Server) checkIn(w http.ResponseWriter, r *http.Request) error {
 	}
 	return httpx.WriteJSON(w, http.StatusOK, resp)
 }
+
+// noCommands returns the answer to a check-in that gets no commands, most
+// of them, encoded once as httpx.WriteJSON would.
+var noCommands = sync.OnceValue(func() []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(agentproto.CheckInResponse{Capability: capability, CheckInIntervalSeconds: checkInterval, Commands: []agentproto.Command{}}); err != nil {
+		panic(err) // two integers and an empty list
+	}
+	return buf.Bytes()
+})
 
 // applyInventoryDelta returns the inventory of an agent changed by d. It
 // returns errs.ErrConflict when d is not based on the stored inventory or

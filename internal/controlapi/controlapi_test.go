@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"sort"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/patchline/patchline/internal/apikey"
 	"github.com/patchline/patchline/internal/audit"
 	"github.com/patchline/patchline/internal/device"
+	"github.com/patchline/patchline/internal/httpx"
 )
 
 // TestOpenAPIMatchesRoutes checks that the document and the registered
@@ -570,5 +572,20 @@ func TestUnknownRoutes(t *testing.T) {
 	rec = e.do(request{method: "GET", path: "/api/openapi.json"})
 	if rec.Code != 200 || !json.Valid(rec.Body.Bytes()) {
 		t.Errorf("openapi.json: %d", rec.Code)
+	}
+}
+
+// TestNoCommandsAnswer checks that the answer to a check-in without
+// commands, encoded once, is what encoding it each time gave.
+func TestNoCommandsAnswer(t *testing.T) {
+	rec := httptest.NewRecorder()
+	err := httpx.WriteJSON(rec, http.StatusOK, agentproto.CheckInResponse{
+		Capability: agentproto.CapabilityVersion, CheckInIntervalSeconds: int(device.CheckInInterval / time.Second), Commands: []agentproto.Command{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(rec.Body.String(), string(noCommands())); diff != "" {
+		t.Errorf("answer (-want +got):\n%s", diff)
 	}
 }

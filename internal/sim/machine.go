@@ -59,6 +59,11 @@ type machine struct {
 	stagedAt      time.Time // when staging ends, for a staging feature upgrade
 	rebootPending bool
 	downUntil     time.Time
+
+	// inv is the inventory Snapshot reports, built again after a command
+	// changed what it holds (nil until then). Snapshots share its lists,
+	// which are never changed.
+	inv *agentproto.Inventory
 }
 
 var (
@@ -129,6 +134,15 @@ func (m *machine) Snapshot(ctx context.Context) (*agent.Snapshot, error) {
 		Hostname: m.hostname, OS: m.os, Arch: m.arch(), IPs: []string{m.addr},
 		FeatureUpgrade: m.feature, RebootPending: m.rebootPending,
 	}
+	if m.inv == nil {
+		m.inv = m.inventory()
+	}
+	s.Inventory = *m.inv
+	return s, nil
+}
+
+// inventory builds the inventory of the machine. The caller holds mu.
+func (m *machine) inventory() *agentproto.Inventory {
 	sw := slices.Clone(m.software)
 	switch m.os.Platform {
 	case device.PlatformWindows:
@@ -138,11 +152,11 @@ func (m *machine) Snapshot(ctx context.Context) (*agent.Snapshot, error) {
 	case device.PlatformMacOS:
 		sw = append(sw, agentproto.Software{Name: m.product, Version: m.os.Version, Ecosystem: "Apple", Arch: "arm64"})
 	}
-	s.Inventory = agentproto.Inventory{Software: sw, PendingUpdates: []agentproto.Update{}, InstalledUpdates: slices.Clone(m.installed)}
+	inv := &agentproto.Inventory{Software: sw, PendingUpdates: []agentproto.Update{}, InstalledUpdates: slices.Clone(m.installed)}
 	for _, u := range m.pending {
-		s.Inventory.PendingUpdates = append(s.Inventory.PendingUpdates, u.Update)
+		inv.PendingUpdates = append(inv.PendingUpdates, u.Update)
 	}
-	return s, nil
+	return inv
 }
 
 // Execute implements agent.Endpoint.
@@ -218,6 +232,7 @@ func (m *machine) installUpdates(ctx context.Context, params json.RawMessage) ag
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.inv = nil
 	var ids []string
 	for _, u := range todo {
 		ids = append(ids, u.ID)
@@ -290,6 +305,7 @@ func (m *machine) finishFeatureUpgrade(ctx context.Context) agent.Outcome {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.inv = nil
 	from := m.os.Name + " " + m.os.Version
 	m.os, m.product = up.os, up.product
 	if up.kb != "" {

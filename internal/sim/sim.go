@@ -85,6 +85,13 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// agentsPerTransport is how many endpoints share an HTTP transport when
+// the configuration gives no client. A transport looks through all its
+// idle connections each time it puts one back: one for the whole fleet,
+// where most connections are idle between check-ins, would spend its time
+// there.
+const agentsPerTransport = 64
+
 // Fleet is a running simulated fleet.
 type Fleet struct {
 	cfg      Config
@@ -101,12 +108,13 @@ func New(c Config) *Fleet {
 		f.log = slog.New(slog.DiscardHandler)
 	}
 	hc := c.HTTP
-	if hc == nil {
-		hc = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-			MaxIdleConns: c.Agents, MaxIdleConnsPerHost: c.Agents, IdleConnTimeout: 90 * time.Second,
-		}}
-	}
 	for i := 0; i < c.Agents; i++ {
+		if c.HTTP == nil && i%agentsPerTransport == 0 {
+			n := min(agentsPerTransport, c.Agents-i)
+			hc = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+				MaxIdleConns: n, MaxIdleConnsPerHost: n, IdleConnTimeout: 90 * time.Second,
+			}}
+		}
 		r := rand.New(rand.NewPCG(c.Seed, uint64(i)))
 		m := newMachine(r, i+1, c.TimeScale, c.FailureRate, time.Now)
 		a := agent.New(agent.Config{

@@ -828,6 +828,14 @@ func testRingRules(t *testing.T, b *Backend) {
 	if r, _ := ring(lab.ID); r != "broad" {
 		t.Errorf("after the rule change, lab-01 is in %q", r)
 	}
+	// A check-in that keeps the hostname but changes what a rule looks
+	// at moves the agent too.
+	if _, err := s.CheckIn(ctx, newcomer.ID, device.CheckIn{Time: t0.Add(2 * time.Minute), Hostname: "studio-03", OS: device.OS{Platform: "windows"}}); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := ring(newcomer.ID); r != "pilot" {
+		t.Errorf("after moving to windows, studio-03 is in %q", r)
+	}
 	pilot.Position = 20
 	wantKind(t, s.UpdateRing(ctx, pilot), errs.ErrConflict)
 	wantKind(t, s.UpdateRing(ctx, &device.Ring{Name: "nope", Position: 99}), errs.ErrNotFound)

@@ -29,6 +29,16 @@ const (
 		feature_upgrade = ?, feature_target = ?, applied_policies = ?, reboot_pending = ?,
 		ring = CASE WHEN ring_source = 'rule' THEN ? ELSE ring END
 		WHERE id = ? AND removed_at IS NULL`
+	// sqlCheckInSame is sqlCheckIn for the usual check-in, which changes
+	// neither the hostname, the ring nor the inventory: it leaves alone the
+	// columns of the agents_list and agents_ring indexes, whose entries
+	// SQLite would otherwise delete and insert again, and the inventory,
+	// and matches no row when the hostname or the ring would change.
+	sqlCheckInSame = `UPDATE agents SET
+		os_platform = ?, os_name = ?, os_version = ?, os_build = ?, arch = ?,
+		agent_version = ?, capability = ?, ips = ?, last_seen_at = ?,
+		feature_upgrade = ?, feature_target = ?, applied_policies = ?, reboot_pending = ?
+		WHERE id = ? AND removed_at IS NULL AND hostname = ? AND (ring_source != 'rule' OR ring IS ?)`
 	sqlQueuedCommands = `SELECT ` + schema.CommandColumns + ` FROM commands
 		WHERE agent_id = ? AND state = 'queued' AND expires_at > ? AND (? = 0 OR type = 'remove')
 		ORDER BY created_at, rowid LIMIT ?` // rowid: the order they were queued in
@@ -40,12 +50,19 @@ type checkInRequest struct {
 	id   string
 	c    device.CheckIn
 	args []any // of sqlCheckIn
+	// same are the arguments of sqlCheckInSame, nil when the check-in
+	// carries an inventory.
+	same []any
 	done chan checkInResult
 }
 
-// ringArg is the index in checkInRequest.args of the ring the rules
-// choose, filled in within the transaction.
-const ringArg = 16
+// ringArg and sameRingArg are the indexes in checkInRequest.args and
+// checkInRequest.same of the ring the rules choose, filled in within the
+// transaction.
+const (
+	ringArg     = 16
+	sameRingArg = 15
+)
 
 type checkInResult struct {
 	cmds []*device.Command
@@ -76,6 +93,10 @@ func (s *Store) CheckIn(ctx context.Context, id string, c device.CheckIn) ([]*de
 			c.AgentVersion, c.Capability, ips, ms(c.Time), inv, invHash,
 			fu.State, fu.Target, applied, c.RebootPending, nil, id},
 		done: make(chan checkInResult, 1),
+	}
+	if c.Inventory == nil {
+		a := req.args // the same values, not boxed again
+		req.same = []any{a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[12], a[13], a[14], a[15], a[17], a[0], nil}
 	}
 	select {
 	case s.checkIns <- req:
@@ -124,13 +145,26 @@ func (s *Store) applyCheckIns(batch []*checkInRequest) {
 	ctx := context.Background()
 	results := make([]checkInResult, len(batch))
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		rings, err := findRings(ctx, tx)
+		rows, err := tx.StmtContext(ctx, s.stmts.rings).QueryContext(ctx)
 		if err != nil {
 			return err
 		}
+		rings, err := scanRings(rows)
+		if err != nil {
+			return err
+		}
+		st := &checkInStmts{
+			checkIn:        tx.StmtContext(ctx, s.stmts.checkIn),
+			checkInSame:    tx.StmtContext(ctx, s.stmts.checkInSame),
+			queuedCommands: tx.StmtContext(ctx, s.stmts.queuedCommands),
+		}
 		for i, r := range batch {
-			r.args[ringArg] = nullString(device.RingFor(rings, r.c.Hostname, r.c.OS))
-			cmds, err := s.checkInTx(ctx, tx, r)
+			ring := nullString(device.RingFor(rings, r.c.Hostname, r.c.OS))
+			r.args[ringArg] = ring
+			if r.same != nil {
+				r.same[sameRingArg] = ring
+			}
+			cmds, err := s.checkInTx(ctx, tx, st, r)
 			if err != nil && errs.StatusOf(err) == 500 {
 				return err
 			}
@@ -152,8 +186,14 @@ func (s *Store) applyCheckIns(batch []*checkInRequest) {
 	}
 }
 
+// checkInStmts are the prepared statements of check-ins within one
+// transaction.
+type checkInStmts struct {
+	checkIn, checkInSame, queuedCommands *sql.Stmt
+}
+
 // checkInTx applies one check-in within tx.
-func (s *Store) checkInTx(ctx context.Context, tx *sql.Tx, r *checkInRequest) ([]*device.Command, error) {
+func (s *Store) checkInTx(ctx context.Context, tx *sql.Tx, st *checkInStmts, r *checkInRequest) ([]*device.Command, error) {
 	if r.c.Inventory != nil && r.c.InventoryBase != "" {
 		var stored string
 		err := tx.QueryRowContext(ctx, `SELECT inventory_hash FROM agents WHERE id = ?`, r.id).Scan(&stored)
@@ -167,13 +207,24 @@ func (s *Store) checkInTx(ctx context.Context, tx *sql.Tx, r *checkInRequest) ([
 			return nil, errs.Conflictf("the inventory delta is based on %q but the server holds %q: send the full inventory", r.c.InventoryBase, stored)
 		}
 	}
-	res, err := tx.StmtContext(ctx, s.stmts.checkIn).ExecContext(ctx, r.args...)
-	if err != nil {
-		return nil, err
+	var n int64
+	if r.same != nil {
+		res, err := st.checkInSame.ExecContext(ctx, r.same...)
+		if err != nil {
+			return nil, err
+		}
+		n, _ = res.RowsAffected()
+	}
+	if n == 0 {
+		res, err := st.checkIn.ExecContext(ctx, r.args...)
+		if err != nil {
+			return nil, err
+		}
+		n, _ = res.RowsAffected()
 	}
 	now := ms(r.c.Time)
 	removedOnly := 0
-	if n, _ := res.RowsAffected(); n == 0 {
+	if n == 0 {
 		// Unknown, or removed: a removed agent hears only about its
 		// removal, and not at all once that is over.
 		var removed sql.NullInt64
@@ -197,7 +248,7 @@ func (s *Store) checkInTx(ctx context.Context, tx *sql.Tx, r *checkInRequest) ([
 		}
 		removedOnly = 1
 	}
-	rows, err := tx.StmtContext(ctx, s.stmts.queuedCommands).QueryContext(ctx, r.id, now, removedOnly, r.c.MaxCommands)
+	rows, err := st.queuedCommands.QueryContext(ctx, r.id, now, removedOnly, r.c.MaxCommands)
 	if err != nil {
 		return nil, err
 	}

@@ -107,7 +107,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	db.SetMaxOpenConns(8)
 	db.SetMaxIdleConns(8)
 	s := &Store{db: db, wdb: wdb, Now: time.Now, checkIns: make(chan *checkInRequest), quit: make(chan struct{})}
-	if err := s.stmts.prepare(ctx, wdb); err != nil {
+	if err := s.stmts.prepare(ctx, wdb, db); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open control store %s: %w", path, err)
 	}
@@ -118,38 +118,57 @@ func Open(ctx context.Context, path string) (*Store, error) {
 
 // stmts are the statements of the most frequent writes, prepared once on
 // the write connection so that SQLite does not parse them again for every
-// check-in and every audited request.
+// check-in and every audited request, and the credential lookup of every
+// agent request, prepared on the read connections.
 type stmts struct {
-	checkIn, queuedCommands, deliver *sql.Stmt
-	lastAudit, insertAudit           *sql.Stmt
+	checkIn, checkInSame, queuedCommands, deliver, rings *sql.Stmt
+	lastAudit, insertAudit                               *sql.Stmt
+	credential                                           *sql.Stmt // on the read connections
+	// byQuery are statements that preparedTx runs by their text.
+	byQuery map[string]*sql.Stmt
 }
 
-func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
+func (st *stmts) prepare(ctx context.Context, wdb, db *sql.DB) error {
 	for _, p := range []struct {
 		dst   **sql.Stmt
+		db    *sql.DB
 		query string
 	}{
-		{&st.checkIn, sqlCheckIn},
-		{&st.queuedCommands, sqlQueuedCommands},
-		{&st.deliver, sqlDeliver},
-		{&st.lastAudit, sqlLastAudit},
-		{&st.insertAudit, sqlInsertAudit},
+		{&st.checkIn, wdb, sqlCheckIn},
+		{&st.checkInSame, wdb, sqlCheckInSame},
+		{&st.queuedCommands, wdb, sqlQueuedCommands},
+		{&st.deliver, wdb, sqlDeliver},
+		{&st.rings, wdb, sqlFindRings},
+		{&st.lastAudit, wdb, sqlLastAudit},
+		{&st.insertAudit, wdb, sqlInsertAudit},
+		{&st.credential, db, sqlAgentCredential},
 	} {
-		stmt, err := db.PrepareContext(ctx, p.query)
+		stmt, err := p.db.PrepareContext(ctx, p.query)
 		if err != nil {
 			return fmt.Errorf("prepare %q: %w", p.query, err)
 		}
 		*p.dst = stmt
+	}
+	st.byQuery = make(map[string]*sql.Stmt, len(exposureQueries))
+	for _, query := range exposureQueries {
+		stmt, err := wdb.PrepareContext(ctx, query)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", query, err)
+		}
+		st.byQuery[query] = stmt
 	}
 	return nil
 }
 
 func (st *stmts) close() error {
 	var errList []error
-	for _, s := range []*sql.Stmt{st.checkIn, st.queuedCommands, st.deliver, st.lastAudit, st.insertAudit} {
+	for _, s := range []*sql.Stmt{st.checkIn, st.checkInSame, st.queuedCommands, st.deliver, st.rings, st.lastAudit, st.insertAudit, st.credential} {
 		if s != nil {
 			errList = append(errList, s.Close())
 		}
+	}
+	for _, s := range st.byQuery {
+		errList = append(errList, s.Close())
 	}
 	return errors.Join(errList...)
 }
@@ -250,6 +269,65 @@ type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// preparedTx is a write transaction that runs the statements prepared at
+// Open (stmts.byQuery) as prepared statements, so that SQLite does not
+// parse them at each call, and any other query as tx would.
+type preparedTx struct {
+	tx    *sql.Tx
+	stmts map[string]*sql.Stmt
+	inTx  map[string]*sql.Stmt // of stmts, bound to tx
+}
+
+var _ querier = (*preparedTx)(nil)
+
+// prepared returns tx as a preparedTx. tx is a transaction of the write
+// connection.
+func (s *Store) prepared(tx *sql.Tx) *preparedTx {
+	return &preparedTx{tx: tx, stmts: s.stmts.byQuery}
+}
+
+// stmt returns the prepared statement of query bound to the transaction,
+// nil when query was not prepared at Open.
+func (p *preparedTx) stmt(ctx context.Context, query string) *sql.Stmt {
+	if st, ok := p.inTx[query]; ok {
+		return st
+	}
+	st, ok := p.stmts[query]
+	if !ok {
+		return nil
+	}
+	if p.inTx == nil {
+		p.inTx = map[string]*sql.Stmt{}
+	}
+	st = p.tx.StmtContext(ctx, st)
+	p.inTx[query] = st
+	return st
+}
+
+// ExecContext implements querier.
+func (p *preparedTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if st := p.stmt(ctx, query); st != nil {
+		return st.ExecContext(ctx, args...)
+	}
+	return p.tx.ExecContext(ctx, query, args...)
+}
+
+// QueryContext implements querier.
+func (p *preparedTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st := p.stmt(ctx, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return p.tx.QueryContext(ctx, query, args...)
+}
+
+// QueryRowContext implements querier.
+func (p *preparedTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := p.stmt(ctx, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return p.tx.QueryRowContext(ctx, query, args...)
 }
 
 // isUnique reports whether err is a violated UNIQUE or PRIMARY KEY

@@ -55,28 +55,56 @@ func (s *Store) PendingExposure(ctx context.Context, limit int) ([]exposure.Pend
 	return out, rows.Err()
 }
 
+// The statements of PutExposure, prepared at Open (see preparedTx): it
+// runs them for every agent whose inventory changed, many per finding.
+const (
+	sqlAgentStatuses = `SELECT cve_key, min(status) FROM agent_vulnerabilities WHERE agent_id = ? GROUP BY cve_key`
+	sqlAgentFixes    = `SELECT DISTINCT cve_key, ecosystem, product, fixed, kb, eol_from
+		FROM agent_vulnerabilities WHERE agent_id = ? AND status = 'affected'`
+	sqlDeleteAgentVulnerabilities = `DELETE FROM agent_vulnerabilities WHERE agent_id = ?`
+	sqlInsertAgentVulnerability   = `INSERT OR IGNORE INTO agent_vulnerabilities
+		(agent_id, cve_key, cve_id, ecosystem, product, package, installed, fixed, kb, status, reason, eol_from, eoes_from)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlDeleteAgentProducts = `DELETE FROM agent_products WHERE agent_id = ?`
+	sqlInsertAgentProduct  = `INSERT OR IGNORE INTO agent_products (product_key, agent_id) VALUES (?, ?)`
+	sqlDequeueExposure     = `DELETE FROM exposure_queue WHERE agent_id = ? AND token = ?`
+	sqlDecrementFix        = `UPDATE cve_fixes SET agents = agents - 1
+		WHERE cve_key = ? AND ecosystem = ? AND product = ? AND fixed = ? AND kb = ? AND eol_from = ?`
+	sqlIncrementFix = `INSERT INTO cve_fixes (cve_key, ecosystem, product, fixed, kb, eol_from, agents)
+		VALUES (?, ?, ?, ?, ?, ?, 1) ON CONFLICT DO UPDATE SET agents = agents + 1`
+	sqlDeleteUnusedFixes = `DELETE FROM cve_fixes WHERE agents <= 0`
+	sqlAddCounts         = `INSERT INTO cve_exposure (cve_key, affected, unknown) VALUES (?, ?, ?)
+		ON CONFLICT (cve_key) DO UPDATE SET affected = affected + excluded.affected, unknown = unknown + excluded.unknown`
+	sqlDeleteZeroCounts = `DELETE FROM cve_exposure WHERE affected <= 0 AND unknown <= 0`
+)
+
+// exposureQueries are the statements of PutExposure.
+var exposureQueries = []string{
+	sqlAgentStatuses, sqlAgentFixes, sqlDeleteAgentVulnerabilities, sqlInsertAgentVulnerability,
+	sqlDeleteAgentProducts, sqlInsertAgentProduct, sqlDequeueExposure,
+	sqlDecrementFix, sqlIncrementFix, sqlDeleteUnusedFixes, sqlAddCounts, sqlDeleteZeroCounts,
+}
+
 // PutExposure implements exposure.Store. It keeps the per-CVE counts of
 // cve_exposure in the same transaction.
 func (s *Store) PutExposure(ctx context.Context, agentID, token string, keys []string, findings []exposure.Finding) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		old, err := agentStatuses(ctx, tx, agentID)
+		// The transaction ends when ctx does, after the statement under
+		// way; the statements, one per finding, need not each watch ctx
+		// as well (the driver starts a goroutine apiece for that).
+		ctx := context.WithoutCancel(ctx)
+		q := s.prepared(tx)
+		old, err := agentStatuses(ctx, q, agentID)
 		if err != nil {
 			return err
 		}
-		oldFixes, err := agentFixes(ctx, tx, agentID)
+		oldFixes, err := agentFixes(ctx, q, agentID)
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM agent_vulnerabilities WHERE agent_id = ?`, agentID); err != nil {
+		if _, err := q.ExecContext(ctx, sqlDeleteAgentVulnerabilities, agentID); err != nil {
 			return err
 		}
-		ins, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO agent_vulnerabilities
-			(agent_id, cve_key, cve_id, ecosystem, product, package, installed, fixed, kb, status, reason, eol_from, eoes_from)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-		if err != nil {
-			return err
-		}
-		defer ins.Close()
 		cur := map[int64]exposure.Status{}
 		curFixes := map[fixRow]bool{}
 		for _, f := range findings {
@@ -87,7 +115,7 @@ func (s *Store) PutExposure(ctx context.Context, agentID, token string, keys []s
 			if f.Status == exposure.Affected {
 				curFixes[fixRow{key, f.Ecosystem, f.Product, f.Fixed, f.KB, f.EOLFrom}] = true
 			}
-			if _, err := ins.ExecContext(ctx, agentID, key, f.CVEID, f.Ecosystem, f.Product, f.Package, f.Installed,
+			if _, err := q.ExecContext(ctx, sqlInsertAgentVulnerability, agentID, key, f.CVEID, f.Ecosystem, f.Product, f.Package, f.Installed,
 				f.Fixed, f.KB, string(f.Status), f.Reason, f.EOLFrom, f.EOESFrom); err != nil {
 				return err
 			}
@@ -95,28 +123,23 @@ func (s *Store) PutExposure(ctx context.Context, agentID, token string, keys []s
 				cur[key] = f.Status
 			}
 		}
-		if err := adjustCounts(ctx, tx, old, cur); err != nil {
+		if err := adjustCounts(ctx, q, old, cur); err != nil {
 			return err
 		}
-		if err := adjustFixes(ctx, tx, oldFixes, curFixes); err != nil {
+		if err := adjustFixes(ctx, q, oldFixes, curFixes); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM agent_products WHERE agent_id = ?`, agentID); err != nil {
+		if _, err := q.ExecContext(ctx, sqlDeleteAgentProducts, agentID); err != nil {
 			return err
 		}
 		if token != "removed" {
-			insKey, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO agent_products (product_key, agent_id) VALUES (?, ?)`)
-			if err != nil {
-				return err
-			}
-			defer insKey.Close()
 			for _, k := range keys {
-				if _, err := insKey.ExecContext(ctx, k, agentID); err != nil {
+				if _, err := q.ExecContext(ctx, sqlInsertAgentProduct, k, agentID); err != nil {
 					return err
 				}
 			}
 		}
-		_, err = tx.ExecContext(ctx, `DELETE FROM exposure_queue WHERE agent_id = ? AND token = ?`, agentID, token)
+		_, err = q.ExecContext(ctx, sqlDequeueExposure, agentID, token)
 		return err
 	})
 	if err != nil {
@@ -127,7 +150,7 @@ func (s *Store) PutExposure(ctx context.Context, agentID, token string, keys []s
 
 // agentStatuses returns the status of each CVE of an agent as stored.
 func agentStatuses(ctx context.Context, q querier, agentID string) (map[int64]exposure.Status, error) {
-	rows, err := q.QueryContext(ctx, `SELECT cve_key, min(status) FROM agent_vulnerabilities WHERE agent_id = ? GROUP BY cve_key`, agentID)
+	rows, err := q.QueryContext(ctx, sqlAgentStatuses, agentID)
 	if err != nil {
 		return nil, err
 	}
@@ -153,8 +176,7 @@ type fixRow struct {
 
 // agentFixes returns the fixes that apply to an agent's affected items.
 func agentFixes(ctx context.Context, q querier, agentID string) (map[fixRow]bool, error) {
-	rows, err := q.QueryContext(ctx, `SELECT DISTINCT cve_key, ecosystem, product, fixed, kb, eol_from
-		FROM agent_vulnerabilities WHERE agent_id = ? AND status = 'affected'`, agentID)
+	rows, err := q.QueryContext(ctx, sqlAgentFixes, agentID)
 	if err != nil {
 		return nil, err
 	}
@@ -171,16 +193,14 @@ func agentFixes(ctx context.Context, q querier, agentID string) (map[fixRow]bool
 }
 
 // adjustFixes moves one agent's contribution to cve_fixes from old to cur.
-func adjustFixes(ctx context.Context, tx *sql.Tx, old, cur map[fixRow]bool) error {
+func adjustFixes(ctx context.Context, q querier, old, cur map[fixRow]bool) error {
 	changed := false
 	for f := range old {
 		if cur[f] {
 			continue
 		}
 		changed = true
-		if _, err := tx.ExecContext(ctx, `UPDATE cve_fixes SET agents = agents - 1
-			WHERE cve_key = ? AND ecosystem = ? AND product = ? AND fixed = ? AND kb = ? AND eol_from = ?`,
-			f.cveKey, f.ecosystem, f.product, f.fixed, f.kb, f.eolFrom); err != nil {
+		if _, err := q.ExecContext(ctx, sqlDecrementFix, f.cveKey, f.ecosystem, f.product, f.fixed, f.kb, f.eolFrom); err != nil {
 			return err
 		}
 	}
@@ -188,14 +208,12 @@ func adjustFixes(ctx context.Context, tx *sql.Tx, old, cur map[fixRow]bool) erro
 		if old[f] {
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO cve_fixes (cve_key, ecosystem, product, fixed, kb, eol_from, agents)
-			VALUES (?, ?, ?, ?, ?, ?, 1) ON CONFLICT DO UPDATE SET agents = agents + 1`,
-			f.cveKey, f.ecosystem, f.product, f.fixed, f.kb, f.eolFrom); err != nil {
+		if _, err := q.ExecContext(ctx, sqlIncrementFix, f.cveKey, f.ecosystem, f.product, f.fixed, f.kb, f.eolFrom); err != nil {
 			return err
 		}
 	}
 	if changed {
-		_, err := tx.ExecContext(ctx, `DELETE FROM cve_fixes WHERE agents <= 0`)
+		_, err := q.ExecContext(ctx, sqlDeleteUnusedFixes)
 		return err
 	}
 	return nil
@@ -203,7 +221,7 @@ func adjustFixes(ctx context.Context, tx *sql.Tx, old, cur map[fixRow]bool) erro
 
 // adjustCounts moves one agent's contribution to cve_exposure from old to
 // cur.
-func adjustCounts(ctx context.Context, tx *sql.Tx, old, cur map[int64]exposure.Status) error {
+func adjustCounts(ctx context.Context, q querier, old, cur map[int64]exposure.Status) error {
 	delta := map[int64][2]int{}
 	add := func(key int64, st exposure.Status, n int) {
 		d := delta[key]
@@ -224,13 +242,11 @@ func adjustCounts(ctx context.Context, tx *sql.Tx, old, cur map[int64]exposure.S
 		if d[0] == 0 && d[1] == 0 {
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO cve_exposure (cve_key, affected, unknown) VALUES (?, ?, ?)
-			ON CONFLICT (cve_key) DO UPDATE SET affected = affected + excluded.affected, unknown = unknown + excluded.unknown`,
-			k, d[0], d[1]); err != nil {
+		if _, err := q.ExecContext(ctx, sqlAddCounts, k, d[0], d[1]); err != nil {
 			return err
 		}
 	}
-	_, err := tx.ExecContext(ctx, `DELETE FROM cve_exposure WHERE affected <= 0 AND unknown <= 0`)
+	_, err := q.ExecContext(ctx, sqlDeleteZeroCounts)
 	return err
 }
 

@@ -110,11 +110,19 @@ func (s *Store) FindRings(ctx context.Context) ([]*device.Ring, error) {
 	return rings, nil
 }
 
+// sqlFindRings selects every ring in order.
+const sqlFindRings = `SELECT ` + schema.RingColumns + ` FROM rings ORDER BY position`
+
 func findRings(ctx context.Context, q querier) ([]*device.Ring, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+schema.RingColumns+` FROM rings ORDER BY position`)
+	rows, err := q.QueryContext(ctx, sqlFindRings)
 	if err != nil {
 		return nil, err
 	}
+	return scanRings(rows)
+}
+
+// scanRings reads the rings of sqlFindRings and closes rows.
+func scanRings(rows *sql.Rows) ([]*device.Ring, error) {
 	defer rows.Close()
 	var out []*device.Ring
 	for rows.Next() {
