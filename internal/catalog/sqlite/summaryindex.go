@@ -23,8 +23,8 @@ import (
 type summaryIndex struct {
 	version int64
 	rows    []indexRow
-	// orders holds, for every sort column but key, the row numbers in
-	// (value, key) order.
+	// orders holds, for every sort column but key, the numbers of the
+	// rows not rejected (the rows a list may show) in (value, key) order.
 	orders map[string][]int32
 	// strs are the severities and CVSS versions, each held once; a row
 	// refers to them by number, 0 for NULL.
@@ -187,9 +187,11 @@ func buildSummaryIndex(ctx context.Context, d *DB, version int64) (*summaryIndex
 		if col == "key" {
 			continue
 		}
-		order := make([]int32, len(x.rows))
-		for i := range order {
-			order[i] = int32(i)
+		order := make([]int32, 0, len(x.rows))
+		for i := range x.rows {
+			if x.rows[i].flags&rowRejected == 0 {
+				order = append(order, int32(i))
+			}
 		}
 		slices.SortFunc(order, func(a, b int32) int {
 			// Rows are in key order: equal values keep it.
@@ -211,8 +213,11 @@ var walkBudget = 4096
 // search in matched (nil without a search).
 func (x *summaryIndex) list(p *listPlan, q cve.ListQuery, matched rowSet) cve.Page {
 	keep := x.filter(q, matched)
-	n := len(x.rows)
 	order := x.orders[p.col]
+	n := len(order)
+	if order == nil {
+		n = len(x.rows)
+	}
 	at := func(i int) *indexRow {
 		if order == nil {
 			return &x.rows[i]
@@ -263,10 +268,21 @@ func (x *summaryIndex) scan(p *listPlan, q cve.ListQuery, keep func(*indexRow, i
 			spans = append(spans, span{x.find(lo), x.find(hi)})
 		}
 	}
-	var rows []*indexRow
+	// The first limit+1 rows kept, in list order, as they are found.
+	less := func(a, b *indexRow) int {
+		c := x.compare(p, a, &cve.Position{Value: b.value(p.col), Key: b.key})
+		if p.desc {
+			return -c
+		}
+		return c
+	}
+	best := make([]*indexRow, 0, p.limit+1)
 	for _, sp := range spans {
 		for i := sp.lo; i < sp.hi; i++ {
 			r := &x.rows[i]
+			if len(best) == cap(best) && less(r, best[len(best)-1]) >= 0 {
+				continue // after every row kept so far
+			}
 			if !keep(r, i, nil) {
 				continue
 			}
@@ -275,17 +291,14 @@ func (x *summaryIndex) scan(p *listPlan, q cve.ListQuery, keep func(*indexRow, i
 					continue // not after the position
 				}
 			}
-			rows = append(rows, r)
+			at, _ := slices.BinarySearchFunc(best, r, less)
+			if len(best) == cap(best) {
+				best = best[:len(best)-1]
+			}
+			best = slices.Insert(best, at, r)
 		}
 	}
-	slices.SortFunc(rows, func(a, b *indexRow) int {
-		c := x.compare(p, a, &cve.Position{Value: b.value(p.col), Key: b.key})
-		if p.desc {
-			return -c
-		}
-		return c
-	})
-	return x.page(p, rows[:min(len(rows), p.limit+1)])
+	return x.page(p, best)
 }
 
 // compare orders a row and a position ascending, as List orders rows.
