@@ -138,13 +138,24 @@ func OpenBuild(ctx context.Context, path string, migrations fs.FS, cacheKiB int)
 // connection, of this process or another, commits to the database: what
 // PRAGMA data_version answers on a connection kept for asking it. What was
 // read from the database while DataVersion kept one value is still true for
-// as long as it keeps it. A database opened with OpenBuild has no such
-// connection and always answers an error.
+// as long as it keeps it. The answer may be up to a millisecond old for
+// the commits of other processes; those of this process are seen at once
+// when it calls Changed after them. A database opened with OpenBuild has
+// no such connection and always answers an error.
 func (db *DB) DataVersion(ctx context.Context) (int64, error) {
 	if db.watch == nil {
 		return 0, fmt.Errorf("%s has no data version: it is being built", db.Path)
 	}
 	return db.watch.get(ctx)
+}
+
+// Changed tells DataVersion that this process has just committed through
+// Write: the next caller asks again rather than taking an answer of the
+// last versionWindow, so that the process sees its own writes at once.
+func (db *DB) Changed() {
+	if db.watch != nil {
+		db.watch.forget()
+	}
 }
 
 // Close closes the handles.

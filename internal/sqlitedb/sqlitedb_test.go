@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 	"testing/fstest"
+	"time"
 )
 
 func TestOpenAppliesMigrationsOnce(t *testing.T) {
@@ -65,7 +66,15 @@ func TestPathOf(t *testing.T) {
 	}
 }
 
+// strictVersions makes DataVersion ask for every caller during the test.
+func strictVersions(t *testing.T) {
+	old := versionWindow
+	versionWindow = 0
+	t.Cleanup(func() { versionWindow = old })
+}
+
 func TestDataVersionChangesWithEveryCommit(t *testing.T) {
+	strictVersions(t)
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "t.db")
 	migs := fstest.MapFS{"001_a.sql": {Data: []byte(`CREATE TABLE a (x INTEGER);`)}}
@@ -123,6 +132,7 @@ func TestDataVersionChangesWithEveryCommit(t *testing.T) {
 // once around commits: every caller that arrives after a commit sees it,
 // however the answers are shared.
 func TestDataVersionShared(t *testing.T) {
+	strictVersions(t)
 	ctx := context.Background()
 	migs := fstest.MapFS{"001_a.sql": {Data: []byte(`CREATE TABLE a (x INTEGER);`)}}
 	db, err := Open(ctx, filepath.Join(t.TempDir(), "t.db"), migs)
@@ -152,4 +162,56 @@ func TestDataVersionShared(t *testing.T) {
 		}
 		wg.Wait()
 	}
+}
+
+// TestDataVersionWindow: a commit of another process may go unseen for
+// versionWindow; one of this process, told with Changed, is seen at once.
+func TestDataVersionWindow(t *testing.T) {
+	ctx := context.Background()
+	migs := fstest.MapFS{"001_a.sql": {Data: []byte(`CREATE TABLE a (x INTEGER);`)}}
+	path := filepath.Join(t.TempDir(), "t.db")
+	db, err := Open(ctx, path, migs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	other, err := Open(ctx, path, migs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	old := versionWindow
+	versionWindow = time.Hour
+	defer func() { versionWindow = old }()
+	v0, _ := db.DataVersion(ctx)
+	if _, err := other.Write.ExecContext(ctx, `INSERT INTO a VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := db.DataVersion(ctx); v != v0 {
+		t.Errorf("data version asked again within the window: %d, then %d", v0, v)
+	}
+	if _, err := db.Write.ExecContext(ctx, `INSERT INTO a VALUES (2)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Changed()
+	if v, _ := db.DataVersion(ctx); v == v0 {
+		t.Errorf("data version after Changed is still %d", v)
+	}
+}
+
+func BenchmarkDataVersion(b *testing.B) {
+	ctx := context.Background()
+	migs := fstest.MapFS{"001_a.sql": {Data: []byte(`CREATE TABLE a (x INTEGER);`)}}
+	db, err := Open(ctx, filepath.Join(b.TempDir(), "t.db"), migs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := db.DataVersion(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -6,58 +6,73 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
-// versionWatch asks PRAGMA data_version on a read connection of its own.
-// Callers that arrive while it asks wait for the next answer rather than
-// each asking in turn: an answer taken after a caller arrived tells it of
-// every commit before it arrived, which is what it needs.
+// versionWatch asks PRAGMA data_version on a read connection of its own,
+// at most once per versionWindow: a caller takes the last answer if its
+// question was asked less than versionWindow before the caller came, and
+// otherwise waits for the next one. Asking costs a few microseconds; a
+// server answering tens of thousands of requests a second would spend a
+// core asking it for each.
 type versionWatch struct {
 	db *sql.DB // one connection
 
 	mu       sync.Mutex
 	answered sync.Cond
 	conn     *sql.Conn
-	epoch    int64 // of conn
+	stmt     *sql.Stmt // PRAGMA data_version, prepared on conn
+	epoch    int64     // of conn
 	asking   bool
-	next     int64 // the number the next question gets
-	done     int64 // the number of the last question answered
-	version  int64 // its answer
+	asked    time.Time // when the question of the last answer was asked
+	version  int64     // the last answer
 	err      error
 }
+
+// versionWindow is how long an answer of DataVersion serves the callers
+// that come after its question was asked: a commit is seen by the
+// callers that come a millisecond after it. Tests change it.
+var versionWindow = time.Millisecond
 
 // watchEpochs numbers the data version connections of the process.
 var watchEpochs atomic.Int64
 
 func newVersionWatch(db *sql.DB) *versionWatch {
-	w := &versionWatch{db: db, next: 1}
+	w := &versionWatch{db: db}
 	w.answered.L = &w.mu
 	return w
 }
 
-// get returns the data version as it stands after get was called.
+// get returns the data version as it stood at most versionWindow before
+// get was called.
 func (w *versionWatch) get(ctx context.Context) (int64, error) {
+	came := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	need := w.next // the first question asked after this call
-	for w.done < need {
+	for !w.asked.After(came.Add(-versionWindow)) {
 		if w.asking {
 			w.answered.Wait()
 			continue
 		}
 		w.asking = true
-		n := w.next
-		w.next++
+		asked := time.Now()
 		w.mu.Unlock()
 		// The answer is shared: a caller that gives up must not fail it
 		// for the others.
 		v, err := w.ask(context.WithoutCancel(ctx))
 		w.mu.Lock()
 		w.asking = false
-		w.done, w.version, w.err = n, v, err
+		w.asked, w.version, w.err = asked, v, err
 		w.answered.Broadcast()
 	}
 	return w.version, w.err
+}
+
+// forget makes the next caller ask again.
+func (w *versionWatch) forget() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.asked = time.Time{}
 }
 
 // ask runs PRAGMA data_version; only one caller at a time.
@@ -69,13 +84,19 @@ func (w *versionWatch) ask(ctx context.Context) (int64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("data version: %w", err)
 		}
-		w.conn = conn
+		stmt, err := conn.PrepareContext(ctx, `PRAGMA data_version`)
+		if err != nil {
+			conn.Close()
+			return 0, fmt.Errorf("data version: %w", err)
+		}
+		w.conn, w.stmt = conn, stmt
 		w.epoch = watchEpochs.Add(1)
 	}
 	var v int64
-	if err := w.conn.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&v); err != nil {
+	if err := w.stmt.QueryRowContext(ctx).Scan(&v); err != nil {
+		w.stmt.Close()
 		w.conn.Close()
-		w.conn = nil
+		w.conn, w.stmt = nil, nil
 		return 0, fmt.Errorf("data version: %w", err)
 	}
 	return w.epoch<<40 | v, nil
@@ -89,8 +110,9 @@ func (w *versionWatch) close() error {
 		w.answered.Wait()
 	}
 	if w.conn != nil {
+		w.stmt.Close()
 		w.conn.Close()
-		w.conn = nil
+		w.conn, w.stmt = nil, nil
 	}
 	return w.db.Close()
 }

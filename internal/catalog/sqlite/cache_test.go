@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/patchline/patchline/internal/catalog"
 	"github.com/patchline/patchline/internal/catalog/catalogtest"
@@ -36,6 +37,7 @@ func TestRecordCacheSeesOtherWriters(t *testing.T) {
 	changed := rows[0]
 	changed.Body = []byte(`{"cveId":"` + changed.ID + `","v":2}`)
 	catalogtest.PutRows(t, writer, []catalog.Row{changed})
+	time.Sleep(5 * time.Millisecond) // another process's commit is seen within a millisecond
 	got, err := serving.RecordJSON(ctx, rows[0].ID)
 	if err != nil || string(got) != string(changed.Body) {
 		t.Errorf("RecordJSON after another handle's commit = %s, %v; want %s", got, err, changed.Body)

@@ -34,7 +34,7 @@ func (d *DB) PutSyncState(ctx context.Context, s catalog.SyncState) error {
 	if s.Source == "" || s.Source == leaseRow {
 		return errs.Invalidf("sync state: bad source name %q", s.Source)
 	}
-	_, err := d.db.Write.ExecContext(ctx, `INSERT INTO sync_state (`+catalog.SyncColumns+`)
+	_, err := d.write(ctx, `INSERT INTO sync_state (`+catalog.SyncColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (source) DO UPDATE SET
 		last_attempt = excluded.last_attempt, last_success = excluded.last_success,
@@ -75,7 +75,7 @@ func (d *DB) AcquireSyncLease(ctx context.Context, holder string, now time.Time,
 		return false, catalog.SyncLease{}, errs.Invalidf("sync lease: empty holder")
 	}
 	expires := now.Add(ttl).Unix()
-	res, err := d.db.Write.ExecContext(ctx, `INSERT INTO sync_state (source, holder, lease_expires) VALUES (?, ?, ?)
+	res, err := d.write(ctx, `INSERT INTO sync_state (source, holder, lease_expires) VALUES (?, ?, ?)
 		ON CONFLICT (source) DO UPDATE SET holder = excluded.holder, lease_expires = excluded.lease_expires
 		WHERE sync_state.holder = excluded.holder OR sync_state.holder = '' OR sync_state.lease_expires <= ?`,
 		leaseRow, holder, expires, now.Unix())
@@ -101,7 +101,7 @@ func (d *DB) AcquireSyncLease(ctx context.Context, holder string, now time.Time,
 
 // ReleaseSyncLease implements catalog.SyncStates.
 func (d *DB) ReleaseSyncLease(ctx context.Context, holder string) error {
-	_, err := d.db.Write.ExecContext(ctx, `UPDATE sync_state SET holder = '', lease_expires = 0 WHERE source = ? AND holder = ?`, leaseRow, holder)
+	_, err := d.write(ctx, `UPDATE sync_state SET holder = '', lease_expires = 0 WHERE source = ? AND holder = ?`, leaseRow, holder)
 	if err != nil {
 		return fmt.Errorf("release sync lease: %w", err)
 	}
@@ -120,4 +120,11 @@ func scanSyncState(row interface{ Scan(...any) error }) (catalog.SyncState, erro
 	}
 	s.LastAttempt, s.LastSuccess, s.NextAttempt = catalog.TimeOrZero(attempt), catalog.TimeOrZero(success), catalog.TimeOrZero(nextTime)
 	return s, nil
+}
+
+// write runs a statement on the write connection and tells the catalog's
+// readers of it.
+func (d *DB) write(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	defer d.db.Changed()
+	return d.db.Write.ExecContext(ctx, query, args...)
 }

@@ -27,7 +27,7 @@ func (d *DB) Begin(ctx context.Context) (catalog.Tx, error) {
 		d.db.Write.ExecContext(context.Background(), `PRAGMA cache_size = `+defaultCacheSize)
 		return nil, fmt.Errorf("begin ingest: %w", err)
 	}
-	return &tx_{tx: tx, db: d.db.Write, stmts: map[string]*sql.Stmt{}}, nil
+	return &tx_{tx: tx, db: d.db.Write, stmts: map[string]*sql.Stmt{}, changed: func() { d.db.Changed() }}, nil
 }
 
 // Page cache sizes of the write connection (negative: KiB), during an
@@ -44,6 +44,9 @@ type tx_ struct {
 	// an ingest runs each of them about a million times.
 	stmts map[string]*sql.Stmt
 	done  bool
+	// changed tells the catalog's readers of a commit (nil when nothing
+	// reads the catalog being written).
+	changed func()
 	// rebuild is set when the transaction writes a catalog apart from
 	// the live one, which Commit installs.
 	rebuild *rebuild
@@ -82,6 +85,9 @@ func (t *tx_) end() {
 }
 
 func (t *tx_) Commit() error {
+	if t.changed != nil {
+		defer t.changed()
+	}
 	done := t.done
 	err := t.tx.Commit()
 	t.end()
