@@ -18,21 +18,8 @@ import (
 func BenchmarkCheckIn(b *testing.B) {
 	ctx := context.Background()
 	s := mustOpenStore(b)
-	secret := apikey.HashSecret("bench")
-	if err := s.CreateEnrollSecret(ctx, &device.EnrollSecret{ID: "enr_bench", SecretHash: secret, CreatedBy: "b", CreatedAt: t0}); err != nil {
-		b.Fatal(err)
-	}
 	const fleet = 1000
-	ids := make([]string, fleet)
-	for i := range ids {
-		a := &device.Agent{ID: device.NewID(device.AgentIDPrefix), Hostname: fmt.Sprintf("h%04d", i), OS: device.OS{Platform: "linux"},
-			CredentialHash: apikey.HashSecret("c"), EnrolledAt: t0, LastSeenAt: t0,
-			Inventory: device.Inventory{Software: make([]device.Software, 200)}}
-		if err := s.EnrollAgent(ctx, secret, a); err != nil {
-			b.Fatal(err)
-		}
-		ids[i] = a.ID
-	}
+	ids := enrollFleet(b, s, fleet, device.Inventory{Software: make([]device.Software, 200)})
 	b.ResetTimer()
 	b.SetParallelism(32) // many agents at once, as on a server
 	b.RunParallel(func(pb *testing.PB) {
@@ -75,20 +62,8 @@ func BenchmarkAppendAudit(b *testing.B) {
 func BenchmarkPutExposure(b *testing.B) {
 	ctx := context.Background()
 	s := mustOpenStore(b)
-	secret := apikey.HashSecret("bench")
-	if err := s.CreateEnrollSecret(ctx, &device.EnrollSecret{ID: "enr_bench", SecretHash: secret, CreatedBy: "b", CreatedAt: t0}); err != nil {
-		b.Fatal(err)
-	}
 	const fleet = 1000
-	ids := make([]string, fleet)
-	for i := range ids {
-		a := &device.Agent{ID: device.NewID(device.AgentIDPrefix), Hostname: fmt.Sprintf("h%04d", i), OS: device.OS{Platform: "linux"},
-			CredentialHash: apikey.HashSecret("c"), EnrolledAt: t0, LastSeenAt: t0}
-		if err := s.EnrollAgent(ctx, secret, a); err != nil {
-			b.Fatal(err)
-		}
-		ids[i] = a.ID
-	}
+	ids := enrollFleet(b, s, fleet, device.Inventory{})
 	findings := func(i int) ([]string, []exposure.Finding) {
 		var keys []string
 		var out []exposure.Finding
@@ -117,4 +92,24 @@ func BenchmarkPutExposure(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "agents/s")
+}
+
+// enrollFleet enrolls n linux agents with inventory inv and returns their
+// ids.
+func enrollFleet(b *testing.B, s *Store, n int, inv device.Inventory) []string {
+	ctx := context.Background()
+	secret := apikey.HashSecret("bench")
+	if err := s.CreateEnrollSecret(ctx, &device.EnrollSecret{ID: "enr_bench", SecretHash: secret, CreatedBy: "b", CreatedAt: t0}); err != nil {
+		b.Fatal(err)
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		a := &device.Agent{ID: device.NewID(device.AgentIDPrefix), Hostname: fmt.Sprintf("h%04d", i), OS: device.OS{Platform: "linux"},
+			CredentialHash: apikey.HashSecret("c"), EnrolledAt: t0, LastSeenAt: t0, Inventory: inv}
+		if err := s.EnrollAgent(ctx, secret, a); err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = a.ID
+	}
+	return ids
 }
