@@ -465,10 +465,7 @@ var summaryIndexMode = indexInBackground
 // at returns the index at version, or nil when there is none yet; then
 // it starts building one, unless a build is under way.
 func (s *summaries) at(ctx context.Context, version int64) (*summaryIndex, error) {
-	switch summaryIndexMode {
-	case indexOff:
-		return nil, nil
-	case indexInline:
+	if summaryIndexMode == indexInline {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.cur == nil || s.cur.version != version {
