@@ -596,6 +596,11 @@ func (a *Agent) applyPolicy(ctx context.Context, cmd Command) Outcome {
 	if err := json.Unmarshal(p.Settings, &obj); err != nil || obj == nil {
 		return Failf("the settings of policy %s version %d are not a JSON object", p.PolicyID, p.Version)
 	}
+	if pa, ok := a.cfg.Endpoint.(PolicyApplier); ok {
+		if err := pa.ApplyPolicy(ctx, p.Settings); err != nil {
+			return Failf("policy %s version %d: %v", p.PolicyID, p.Version, err)
+		}
+	}
 	if err := a.cfg.State.SavePolicy(&Policy{ID: p.PolicyID, Version: p.Version, Settings: p.Settings, AppliedAt: a.now().UTC()}); err != nil {
 		return Failf("saving the policy: %v", err)
 	}

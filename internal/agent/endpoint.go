@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/patchline/patchline/internal/agentproto"
 	"github.com/patchline/patchline/internal/device"
@@ -86,4 +87,23 @@ func IsDestructive(t device.CommandType) bool {
 		}
 	}
 	return false
+}
+
+// PolicyApplier is implemented by endpoints that change the system to
+// apply a policy's settings (a Windows endpoint writes its Windows Update
+// for Business settings to the registry) rather than only check them.
+type PolicyApplier interface {
+	// ApplyPolicy applies the settings it knows of a policy; it returns
+	// an error for settings that do not parse or cannot be applied.
+	ApplyPolicy(ctx context.Context, settings json.RawMessage) error
+}
+
+// SystemConfig is what NewSystem, the endpoint of the machine the agent
+// runs on, needs.
+type SystemConfig struct {
+	// LogFiles replace the system's usual log files in a log bundle.
+	LogFiles []string
+	// AgentLog is the agent's own log file, added to log bundles.
+	AgentLog string
+	Logger   *slog.Logger
 }

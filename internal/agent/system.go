@@ -63,6 +63,8 @@ type System struct {
 	// LogFiles are the files of a collect-logs bundle (DefaultLogFiles
 	// when nil).
 	LogFiles []string
+	// AgentLog is the agent's own log file, added to log bundles.
+	AgentLog string
 	// Run runs programs (package managers, systemctl); nil means
 	// ExecRunner.
 	Run Runner
@@ -410,65 +412,136 @@ func (s *System) collectLogs(ctx context.Context) Outcome {
 	if files == nil {
 		files = DefaultLogFiles
 	}
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	var manifest strings.Builder
-	budget := int64(MaxLogBundleInput)
-	now := time.Now()
-	included := []string{}
-	add := func(name string, data []byte, mod time.Time) error {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o600, Size: int64(len(data)), ModTime: mod, Typeflag: tar.TypeReg}); err != nil {
-			return err
-		}
-		_, err := tw.Write(data)
-		budget -= int64(len(data))
-		return err
-	}
+	b := newLogBundle()
 	for _, p := range files {
-		data, fi, note := readTail(s.path(p), min(int64(MaxLogFileBytes), budget))
-		if data == nil {
-			fmt.Fprintf(&manifest, "%s\tskipped: %s\n", p, note)
-			continue
-		}
-		if err := add(strings.TrimPrefix(filepath.Clean(p), "/"), data, fi.ModTime()); err != nil {
-			return Failf("building the bundle: %v", err)
-		}
-		included = append(included, p)
-		fmt.Fprintf(&manifest, "%s\t%d of %d bytes%s\n", p, len(data), fi.Size(), note)
+		b.addFile(s.path(p), p)
 	}
-	if s.Root == "" && s.has("journalctl") && budget > 0 {
-		jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		out, err := s.run(jctx, nil, "journalctl", "--no-pager", "-q", "-n", "5000", "-o", "short-iso")
-		cancel()
-		switch {
-		case err == nil && len(bytes.TrimSpace(out)) == 0:
-			fmt.Fprintf(&manifest, "journalctl\tskipped: no entries\n")
-		case err == nil:
-			out = tail(out, int(min(int64(MaxLogFileBytes), budget)))
-			if err := add("journal.txt", out, now); err != nil {
-				return Failf("building the bundle: %v", err)
-			}
-			included = append(included, "journal")
-			fmt.Fprintf(&manifest, "journalctl -n 5000\t%d bytes\n", len(out))
-		default:
-			fmt.Fprintf(&manifest, "journalctl\tskipped: %v\n", err)
-		}
+	if s.Root == "" && s.has("journalctl") {
+		b.addCommand(ctx, s.run, "journal.txt", "journalctl", "--no-pager", "-q", "-n", "5000", "-o", "short-iso")
 	}
-	header := fmt.Sprintf("Patchline log bundle\ncollected %s on %s\n\n", now.UTC().Format(time.RFC3339), hostnameOr("unknown"))
-	if err := add("manifest.txt", []byte(header+manifest.String()), now); err != nil {
-		return Failf("building the bundle: %v", err)
+	if s.AgentLog != "" {
+		b.addFile(s.AgentLog, s.AgentLog)
 	}
-	if err := tw.Close(); err != nil {
-		return Failf("building the bundle: %v", err)
+	return b.outcome()
+}
+
+// logBundle builds the gzip-compressed tar of a collect-logs command: the
+// tails of log files and the output of commands, within the bounds of
+// MaxLogFileBytes and MaxLogBundleInput, and a manifest that says what is
+// in it and what was skipped and why.
+type logBundle struct {
+	buf      bytes.Buffer
+	gz       *gzip.Writer
+	tw       *tar.Writer
+	manifest strings.Builder
+	budget   int64
+	included []string
+	err      error
+	now      time.Time
+}
+
+func newLogBundle() *logBundle {
+	b := &logBundle{budget: MaxLogBundleInput, now: time.Now()}
+	b.gz = gzip.NewWriter(&b.buf)
+	b.tw = tar.NewWriter(b.gz)
+	return b
+}
+
+// add puts data in the bundle as name.
+func (b *logBundle) add(name string, data []byte, mod time.Time) {
+	if b.err != nil {
+		return
 	}
-	if err := gz.Close(); err != nil {
-		return Failf("building the bundle: %v", err)
+	if err := b.tw.WriteHeader(&tar.Header{Name: name, Mode: 0o600, Size: int64(len(data)), ModTime: mod, Typeflag: tar.TypeReg}); err != nil {
+		b.err = err
+		return
+	}
+	_, b.err = b.tw.Write(data)
+	b.budget -= int64(len(data))
+}
+
+// skip notes in the manifest that source is not in the bundle.
+func (b *logBundle) skip(source, why string) {
+	fmt.Fprintf(&b.manifest, "%s\tskipped: %s\n", source, why)
+}
+
+// addFile adds the tail of the file at path, named in the manifest as
+// source.
+func (b *logBundle) addFile(path, source string) {
+	data, fi, note := readTail(path, min(int64(MaxLogFileBytes), b.budget))
+	if data == nil {
+		b.skip(source, note)
+		return
+	}
+	b.add(bundleName(source), data, fi.ModTime())
+	b.included = append(b.included, source)
+	fmt.Fprintf(&b.manifest, "%s\t%d of %d bytes%s\n", source, len(data), fi.Size(), note)
+}
+
+// addWhole adds the file at path whole, or skips it when it does not fit:
+// a file whose tail means nothing (an event log export).
+func (b *logBundle) addWhole(path, source string) {
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		b.skip(source, err.Error())
+	case fi.Size() > min(int64(MaxLogFileBytes), b.budget):
+		b.skip(source, fmt.Sprintf("%d bytes: larger than the bundle has room for", fi.Size()))
+	default:
+		b.addFile(path, source)
+	}
+}
+
+// addCommand adds the output of a command, run for at most 30 seconds.
+func (b *logBundle) addCommand(ctx context.Context, run Runner, name, program string, args ...string) {
+	source := program + " " + strings.Join(args, " ")
+	if b.budget <= 0 {
+		b.skip(source, "the bundle is full")
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	out, err := run(cctx, nil, program, args...)
+	cancel()
+	switch {
+	case err != nil:
+		b.skip(source, err.Error())
+	case len(bytes.TrimSpace(out)) == 0:
+		b.skip(source, "no entries")
+	default:
+		out = tail(out, int(min(int64(MaxLogFileBytes), b.budget)))
+		b.add(name, out, b.now)
+		b.included = append(b.included, name)
+		fmt.Fprintf(&b.manifest, "%s\t%d bytes\n", source, len(out))
+	}
+}
+
+// bundleName is the name in the tar of a file at path: relative, with
+// forward slashes and no drive letter.
+func bundleName(path string) string {
+	p := strings.ReplaceAll(path, "\\", "/")
+	if len(p) >= 2 && p[1] == ':' {
+		p = p[2:]
+	}
+	return strings.TrimPrefix(filepath.ToSlash(filepath.Clean(p)), "/")
+}
+
+// outcome closes the bundle.
+func (b *logBundle) outcome() Outcome {
+	header := fmt.Sprintf("Patchline log bundle\ncollected %s on %s\n\n", b.now.UTC().Format(time.RFC3339), hostnameOr("unknown"))
+	b.add("manifest.txt", []byte(header+b.manifest.String()), b.now)
+	if b.err == nil {
+		b.err = b.tw.Close()
+	}
+	if b.err == nil {
+		b.err = b.gz.Close()
+	}
+	if b.err != nil {
+		return Failf("building the bundle: %v", b.err)
 	}
 	return Outcome{
-		Message:    fmt.Sprintf("collected %d log sources, %d bytes compressed", len(included), buf.Len()),
-		Data:       map[string]any{"files": included, "bytes": buf.Len()},
-		Bundle:     buf.Bytes(),
+		Message:    fmt.Sprintf("collected %d log sources, %d bytes compressed", len(b.included), b.buf.Len()),
+		Data:       map[string]any{"files": b.included, "bytes": b.buf.Len()},
+		Bundle:     b.buf.Bytes(),
 		BundleType: "application/gzip",
 	}
 }

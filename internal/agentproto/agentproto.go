@@ -25,7 +25,12 @@ import (
 //	   architecture and source package, installed updates (Windows KBs),
 //	   policy compliance in AppliedPolicy, HeaderAgentState on answers to
 //	   a removed agent.
-const CapabilityVersion = 2
+//	3: 2026-11-24: Update.RebootRequired (an update that needs a restart
+//	   to install, as Windows Update and softwareupdate say), reported by
+//	   the Windows and macOS agents. An older server leaves it out of
+//	   the inventory it holds, so deltas to it fall back to full
+//	   inventories.
+const CapabilityVersion = 3
 
 // MinCapabilityVersion is the oldest protocol version a server accepts.
 // Newer agents than the server are welcome: they speak the server's
@@ -105,11 +110,14 @@ type Software struct {
 	Source string `json:"source,omitempty"`
 }
 
-// Update is an available update not yet installed.
+// Update is an available update not yet installed, or an installed one.
 type Update struct {
 	ID       string `json:"id"`
 	Title    string `json:"title"`
 	Severity string `json:"severity,omitempty"`
+	// RebootRequired is set on a pending update that needs a restart to
+	// install.
+	RebootRequired bool `json:"rebootRequired,omitempty"`
 }
 
 // Inventory is what is installed and what is pending.

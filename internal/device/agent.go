@@ -88,6 +88,9 @@ type Update struct {
 	ID       string `json:"id"` // "KB5036893", a package name, …
 	Title    string `json:"title"`
 	Severity string `json:"severity,omitempty"` // critical, important, moderate, low
+	// RebootRequired is set on a pending update that needs a restart to
+	// install.
+	RebootRequired bool `json:"rebootRequired,omitempty"`
 }
 
 // Inventory is what is installed on an agent and what is pending.
