@@ -1,6 +1,6 @@
 GO ?= go
 
-.PHONY: test lint bench bench-go fuzz fuzz-short integration build
+.PHONY: test lint cross bench bench-go fuzz fuzz-short integration build
 
 build:
 	$(GO) build -o bin/patchline ./cmd/patchline
@@ -9,7 +9,7 @@ build:
 # few thousand inputs beyond its seed corpus. Tests that need PostgreSQL,
 # Redis or Chromium run when PATCHLINE_TEST_POSTGRES, PATCHLINE_TEST_REDIS or
 # PATCHLINE_TEST_CHROMIUM are set and skip with a message otherwise.
-test: lint
+test: lint cross
 	$(GO) test -race -count=1 -timeout 45m ./...
 	@$(MAKE) --no-print-directory fuzz-short
 
@@ -18,6 +18,18 @@ lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@sc=$$(command -v staticcheck || echo $$($(GO) env GOPATH)/bin/staticcheck); \
 	if [ -x "$$sc" ]; then $$sc ./...; else echo "staticcheck not installed (go install honnef.co/go/tools/cmd/staticcheck@v0.8.2): skipped"; fi
+
+# The platforms the agent ships for besides Linux: each is vetted, the
+# binary built and the agent's tests compiled for it (they run on Linux,
+# the Windows agent also under Wine: see cmd/patchline/windows_e2e_test.go).
+CROSS = windows/amd64 windows/arm64 darwin/arm64 darwin/amd64
+cross:
+	@for p in $(CROSS); do \
+	  echo "== $$p"; \
+	  GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) vet ./... || exit 1; \
+	  GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -o /dev/null ./cmd/patchline || exit 1; \
+	  GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) test -c -o /dev/null ./internal/agent || exit 1; \
+	done
 
 # The full-scale benchmarks: synthetic feeds, ingest, the lookup API beside
 # a bare handler, agent check-ins; prints the table of bench/RESULTS.md.

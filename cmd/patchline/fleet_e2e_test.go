@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -41,7 +42,14 @@ func (p *process) Log() string {
 // startProcess runs the binary with args, its output collected.
 func startProcess(t *testing.T, env []string, args ...string) *process {
 	t.Helper()
-	p := &process{cmd: exec.Command(binary, args...), done: make(chan struct{})}
+	return startCommand(t, env, binary, args...)
+}
+
+// startCommand runs a program with args, its output collected, and stops
+// it when the test ends.
+func startCommand(t *testing.T, env []string, program string, args ...string) *process {
+	t.Helper()
+	p := &process{cmd: exec.Command(program, args...), done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p, p
 	if err := p.cmd.Start(); err != nil {
@@ -51,7 +59,7 @@ func startProcess(t *testing.T, env []string, args ...string) *process {
 	t.Cleanup(func() {
 		p.Stop()
 		if t.Failed() {
-			t.Logf("patchline %s:\n%s", args[0], lastLines(p.Log(), 40))
+			t.Logf("%s %s:\n%s", filepath.Base(program), args[0], lastLines(p.Log(), 40))
 		}
 	})
 	return p

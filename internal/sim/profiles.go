@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 
+	"github.com/patchline/patchline/internal/agent"
 	"github.com/patchline/patchline/internal/agentproto"
 	"github.com/patchline/patchline/internal/device"
 )
@@ -52,43 +53,48 @@ func cuTitle(cu cumulative, product string) string {
 	return fmt.Sprintf("%s Cumulative Update for %s for x64-based Systems (%s)", cu.month, product, cu.kb)
 }
 
-// app is a desktop application and versions it is found in.
+// app is an application and the versions it is found in. A desktop
+// application is named as its operating system lists it (a Windows
+// Programs and Features DisplayName, "%s" standing for the version, and
+// its publisher; a macOS application's name) and reported through
+// agent.Application, as the real agent reports it; an application with
+// an ecosystem is reported as it is.
 type app struct {
-	name, ecosystem string
-	versions        []string
+	name, ecosystem, publisher string
+	versions                   []string
 }
 
 var windowsApps = []app{
-	{"Google Chrome", "Desktop", []string{"120.0.6099.130", "124.0.6367.119", "131.0.6778.140"}},
-	{"Mozilla Firefox", "Desktop", []string{"121.0", "131.0", "133.0.3"}},
-	{"Microsoft Edge", "Desktop", []string{"120.0.2210.91", "131.0.2903.112"}},
-	{"7-Zip", "Desktop", []string{"23.01", "24.06", "24.08"}},
-	{"WinRAR", "Desktop", []string{"6.22", "6.24", "7.01"}},
-	{"PuTTY", "Desktop", []string{"0.79", "0.81"}},
-	{"Notepad++", "Desktop", []string{"8.5.8", "8.6.9"}},
-	{"Zoom Workplace", "Desktop", []string{"5.16.10", "6.2.11"}},
-	{"Adobe Acrobat Reader DC", "Desktop", []string{"23.008.20470", "24.004.20272"}},
-	{"VLC media player", "Desktop", []string{"3.0.20", "3.0.21"}},
-	{"Microsoft 365 Apps for enterprise", "Microsoft", []string{"16.0.17029.20108", "16.0.18129.20158"}},
+	{name: "Google Chrome", publisher: "Google LLC", versions: []string{"120.0.6099.130", "124.0.6367.119", "131.0.6778.140"}},
+	{name: "Mozilla Firefox (x64 en-US)", publisher: "Mozilla", versions: []string{"121.0", "131.0", "133.0.3"}},
+	{name: "Microsoft Edge", publisher: "Microsoft Corporation", versions: []string{"120.0.2210.91", "131.0.2903.112"}},
+	{name: "7-Zip %s (x64)", publisher: "Igor Pavlov", versions: []string{"23.01", "24.06", "24.08"}},
+	{name: "WinRAR %s (64-bit)", publisher: "win.rar GmbH", versions: []string{"6.22", "6.24", "7.01"}},
+	{name: "PuTTY release %s (64-bit)", publisher: "Simon Tatham", versions: []string{"0.79", "0.81"}},
+	{name: "Notepad++ (64-bit x64)", publisher: "Notepad++ Team", versions: []string{"8.5.8", "8.6.9"}},
+	{name: "Zoom Workplace (64-bit)", publisher: "Zoom Video Communications, Inc.", versions: []string{"5.16.10", "6.2.11"}},
+	{name: "Adobe Acrobat Reader DC", publisher: "Adobe Systems Incorporated", versions: []string{"23.008.20470", "24.004.20272"}},
+	{name: "VLC media player", publisher: "VideoLAN", versions: []string{"3.0.20", "3.0.21"}},
+	{name: "Microsoft 365 Apps for enterprise - en-us", publisher: "Microsoft Corporation", versions: []string{"16.0.17029.20108", "16.0.18129.20158"}},
 }
 
 var macApps = []app{
-	{"Google Chrome", "Desktop", []string{"124.0.6367.119", "131.0.6778.140"}},
-	{"Mozilla Firefox", "Desktop", []string{"131.0", "133.0.3"}},
-	{"Slack", "Desktop", []string{"4.36.140", "4.41.105"}},
-	{"zoom.us", "Desktop", []string{"5.17.11", "6.2.11"}},
-	{"Microsoft Word", "Microsoft", []string{"16.80", "16.92"}},
-	{"Visual Studio Code", "Desktop", []string{"1.85.1", "1.96.2"}},
-	{"Docker Desktop", "Desktop", []string{"4.26.1", "4.37.1"}},
-	{"iTerm2", "Desktop", []string{"3.4.23", "3.5.10"}},
+	{name: "Google Chrome", versions: []string{"124.0.6367.119", "131.0.6778.140"}},
+	{name: "Firefox", versions: []string{"131.0", "133.0.3"}},
+	{name: "Slack", versions: []string{"4.36.140", "4.41.105"}},
+	{name: "zoom.us", versions: []string{"5.17.11", "6.2.11"}},
+	{name: "Microsoft Word", versions: []string{"16.80", "16.92"}},
+	{name: "Visual Studio Code", versions: []string{"1.85.1", "1.96.2"}},
+	{name: "Docker Desktop", versions: []string{"4.26.1", "4.37.1"}},
+	{name: "iTerm2", versions: []string{"3.4.23", "3.5.10"}},
 }
 
 // pythonApps are PyPI packages of developers' machines.
 var pythonApps = []app{
-	{"requests", "PyPI", []string{"2.31.0", "2.32.3"}},
-	{"urllib3", "PyPI", []string{"2.0.6", "2.2.3"}},
-	{"Django", "PyPI", []string{"4.2.7", "4.2.17"}},
-	{"cryptography", "PyPI", []string{"41.0.7", "44.0.0"}},
+	{name: "requests", ecosystem: "PyPI", versions: []string{"2.31.0", "2.32.3"}},
+	{name: "urllib3", ecosystem: "PyPI", versions: []string{"2.0.6", "2.2.3"}},
+	{name: "Django", ecosystem: "PyPI", versions: []string{"4.2.7", "4.2.17"}},
+	{name: "cryptography", ecosystem: "PyPI", versions: []string{"41.0.7", "44.0.0"}},
 }
 
 // macRelease is a macOS version and its build.
@@ -231,7 +237,16 @@ func ip(r *rand.Rand, subnet int) string {
 func apps(r *rand.Rand, list []app, m *machine) {
 	for _, a := range list {
 		if r.IntN(10) < 7 {
-			m.software = append(m.software, agentproto.Software{Name: a.name, Version: a.versions[r.IntN(len(a.versions))], Ecosystem: a.ecosystem})
+			v := a.versions[r.IntN(len(a.versions))]
+			if a.ecosystem != "" {
+				m.software = append(m.software, agentproto.Software{Name: a.name, Version: v, Ecosystem: a.ecosystem})
+				continue
+			}
+			name := a.name
+			if strings.Contains(name, "%s") {
+				name = fmt.Sprintf(name, v)
+			}
+			m.software = append(m.software, agent.Application(name, v, a.publisher))
 		}
 	}
 }

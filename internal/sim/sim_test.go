@@ -225,3 +225,33 @@ func TestFleetAgainstServer(t *testing.T) {
 }
 
 func agentUpdate(id string) agentproto.Update { return agentproto.Update{ID: id, Title: id} }
+
+// TestApplicationsAsTheAgentReportsThem checks that a simulated endpoint
+// reports its desktop applications in the shape the real agent does:
+// every one is a fixed point of agent.Application, the normaliser both
+// go through, and the Windows ones come from Programs and Features names
+// ("Mozilla Firefox (x64 en-US)" is reported as "Mozilla Firefox").
+func TestApplicationsAsTheAgentReportsThem(t *testing.T) {
+	names := map[string]bool{}
+	for i := 0; i < 300; i++ {
+		m := newMachine(rand.New(rand.NewPCG(7, uint64(i))), i, 0, 0, time.Now)
+		snap, err := m.Snapshot(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sw := range snap.Inventory.Software {
+			if sw.Ecosystem != "Desktop" && sw.Ecosystem != "Microsoft" {
+				continue
+			}
+			names[sw.Name] = true
+			if got := agent.Application(sw.Name, sw.Version, ""); got != sw {
+				t.Errorf("%+v is reported by the agent as %+v", sw, got)
+			}
+		}
+	}
+	for _, want := range []string{"Mozilla Firefox", "7-Zip", "WinRAR", "PuTTY", "Notepad++", "Microsoft 365 Apps for enterprise", "Firefox"} {
+		if !names[want] {
+			t.Errorf("no simulated endpoint reports %q (names: %v)", want, names)
+		}
+	}
+}
