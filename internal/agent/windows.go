@@ -100,6 +100,14 @@ func ReadWindowsInventory(reg Registry) (*WindowsInventory, error) {
 	inv.Software = append(inv.Software, programs...)
 	inv.Updates = mergeUpdates(kbs, servicingKBs(reg))
 	inv.Office = clickToRun(reg)
+	if inv.Office != nil {
+		// Microsoft names Office and Microsoft 365 Apps per platform.
+		for i, sw := range inv.Software {
+			if sw.Ecosystem == "Microsoft" && sw.Version == inv.Office.Version {
+				inv.Software[i].Arch = catalogArch(windowsArch(inv.Office.Platform))
+			}
+		}
+	}
 	inv.RebootPending = windowsRebootPending(reg)
 	return inv, nil
 }
@@ -107,7 +115,7 @@ func ReadWindowsInventory(reg Registry) (*WindowsInventory, error) {
 // windowsArch maps PROCESSOR_ARCHITECTURE to Go's names.
 func windowsArch(a string) string {
 	switch strings.ToUpper(a) {
-	case "AMD64":
+	case "AMD64", "X64":
 		return "amd64"
 	case "ARM64":
 		return "arm64"

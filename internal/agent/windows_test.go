@@ -21,7 +21,7 @@ func TestReadWindowsInventory(t *testing.T) {
 			{Name: "Windows 11 Version 23H2", Version: "10.0.22631.4460", Ecosystem: "Windows", Arch: "x64"},
 			{Name: "7-Zip", Version: "23.01", Ecosystem: "Desktop"},
 			{Name: "Mozilla Firefox", Version: "115.0", Ecosystem: "Desktop"},
-			{Name: "Microsoft 365 Apps for enterprise", Version: "16.0.17029.20108", Ecosystem: "Microsoft"},
+			{Name: "Microsoft 365 Apps for enterprise", Version: "16.0.17029.20108", Ecosystem: "Microsoft", Arch: "x64"},
 			{Name: "Notepad++", Version: "8.5.8", Ecosystem: "Desktop"},
 		},
 		// KB5044285 is staged, not installed; the rollup names no KB.

@@ -365,6 +365,9 @@ var windowsArch = []struct{ suffix, arch string }{
 	{" for x64-based systems", "x64"},
 	{" for arm64-based systems", "arm64"},
 	{" for 32-bit systems", "x86"},
+	{" for 64-bit systems", "x64"}, // Office and Microsoft 365 Apps
+	{" for 32-bit editions", "x86"},
+	{" for 64-bit editions", "x64"},
 }
 
 // windowsProduct splits an MSRC product name into the product and the

@@ -164,9 +164,17 @@ func matchEntry(en *entry, item device.Software) (Finding, bool) {
 	}
 	if len(usable) == 0 {
 		f.Status, f.Reason = Unknown, "no fixed version of this product can be compared with the installed one"
-		if len(en.atoms) > 0 && en.atoms[0].KB != "" {
-			f.KB = en.atoms[0].KB
-			f.Reason = "the fix is known only as " + en.atoms[0].KB + ", which is not installed"
+		switch a := en.atoms[0]; {
+		case a.KB != "":
+			f.KB = a.KB
+			f.Reason = "the fix is known only as " + a.KB + ", which is not installed"
+		case !a.parsed && a.FixedVersion != "":
+			// A Click-to-Run release of a month, a vendor's note.
+			f.Fixed = a.FixedVersion
+			f.Reason = "the fix is known only as “" + a.FixedVersion + "”, which cannot be compared with the installed version"
+			if a.SourceURL != nil {
+				f.Reason += " (see " + *a.SourceURL + ")"
+			}
 		}
 		return f, true
 	}

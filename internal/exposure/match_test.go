@@ -180,3 +180,28 @@ func TestAddFindingAndKeep(t *testing.T) {
 		t.Errorf("Keep(no filter) = %+v", got)
 	}
 }
+
+// publisher is CVE-2023-21715 as the catalog holds it: Microsoft 365
+// Apps fixed in the Click-to-Run release of February 2023, no build named.
+var publisher = &cve.Record{CVEID: "CVE-2023-21715", Remediation: cve.Remediation{Available: true, Products: []cve.Product{
+	{Ecosystem: "Microsoft", Product: "Microsoft 365 Apps for Enterprise for 64-bit Systems", Atoms: []cve.Atom{{
+		FixedVersion: "Click-to-Run release of 2023-02", SourceURL: str("https://aka.ms/OfficeSecurityReleases"), Unparsed: true}}},
+	{Ecosystem: "Microsoft", Product: "Microsoft 365 Apps for Enterprise for 32-bit Systems", Atoms: []cve.Atom{{
+		FixedVersion: "Click-to-Run release of 2023-02", SourceURL: str("https://aka.ms/OfficeSecurityReleases"), Unparsed: true}}},
+}}}
+
+func TestMatchClickToRun(t *testing.T) {
+	x := indexOf(publisher)
+	// An Office build as the Windows agent reports it, with the
+	// platform of its Click-to-Run installation.
+	got := one(t, x, device.Inventory{Software: []device.Software{
+		{Name: "Microsoft 365 Apps for enterprise", Version: "16.0.17029.20108", Ecosystem: "Microsoft", Arch: "x64"}}})
+	if len(got) != 1 {
+		t.Fatalf("findings %+v, want one", got)
+	}
+	f := got[0]
+	if f.Status != Unknown || f.Product != "Microsoft 365 Apps for Enterprise for 64-bit Systems" || f.Fixed != "Click-to-Run release of 2023-02" ||
+		f.Reason != "the fix is known only as \u201cClick-to-Run release of 2023-02\u201d, which cannot be compared with the installed version (see https://aka.ms/OfficeSecurityReleases)" {
+		t.Errorf("finding %+v", f)
+	}
+}

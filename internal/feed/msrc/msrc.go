@@ -22,10 +22,14 @@
 //     OSV records; their fixed versions follow the RPM rules.
 //   - The fixed version is vuln:FixedBuild (a build such as 10.0.17763.2029,
 //     or a package version), else the KB article ("KB5004947"). A list of
-//     versions ("1.17.13-2,1.18.8-2") gives one atom per version. A vendor
-//     fix that names neither a build nor a KB ("Click to Run", "Release
-//     Notes" without a build) gives no atom: there is nothing to install
-//     or compare.
+//     versions ("1.17.13-2,1.18.8-2") gives one atom per version. A
+//     Click-to-Run fix of Microsoft 365 Apps and Office (Description
+//     "Click to Run", FixedBuild the link to the channels' release notes)
+//     is fixed in the Click-to-Run release of the document's month: its
+//     atom says so ("Click-to-Run release of 2023-02"), keeps the link,
+//     and is marked unparsed, as no build is named. Any other vendor fix
+//     that names neither a build nor a KB ("Release Notes" without a
+//     build) gives no atom: there is nothing to install or compare.
 //   - The atom's KB is the remediation's numeric vuln:Description, and the
 //     KB is its advisory id (the CVE when there is none).
 //
@@ -53,6 +57,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/feed"
@@ -296,7 +301,7 @@ func factsOf(id, docID string, v *vulnerability, products map[string]string) *cv
 		Source:      dataSource(id),
 		Description: description(v),
 		References:  []cve.Reference{{URL: guideURL + id, Tags: []string{"vendor-advisory"}}},
-		Atoms:       atoms(id, v, products),
+		Atoms:       atoms(id, docMonth(docID), v, products),
 	}
 	for _, c := range v.CWEs {
 		cwe := strings.ToUpper(strings.TrimSpace(c.ID))
@@ -439,8 +444,24 @@ func product(name, desc string) (ecosystem, product string) {
 
 var kbNumber = regexp.MustCompile(`^(?:KB)?([0-9]{6,8})$`)
 
-// atoms returns an atom per product of each vendor fix.
-func atoms(id string, v *vulnerability, products map[string]string) []cve.ProductAtom {
+// docMonth returns the month of a monthly document ("2023-Feb" →
+// "2023-02"), or its id when it is not one.
+func docMonth(docID string) string {
+	if t, err := time.Parse("2006-Jan", docID); err == nil {
+		return t.Format("2006-01")
+	}
+	return docID
+}
+
+// clickToRun reports whether a vendor fix is a Click-to-Run release.
+func clickToRun(r remediation) bool {
+	return strings.EqualFold(clean(r.Description), "Click to Run") ||
+		strings.Contains(strings.ToLower(clean(r.FixedBuild)), "officesecurityreleases")
+}
+
+// atoms returns an atom per product of each vendor fix; month is the
+// document's ("2023-02").
+func atoms(id, month string, v *vulnerability, products map[string]string) []cve.ProductAtom {
 	var out []cve.ProductAtom
 	for _, r := range v.Remediations {
 		if r.Type != "Vendor Fix" {
@@ -464,6 +485,9 @@ func atoms(id string, v *vulnerability, products map[string]string) []cve.Produc
 		fixes := builds(build)
 		if len(fixes) == 0 && kb != "" {
 			fixes = []string{kb}
+		}
+		if len(fixes) == 0 && clickToRun(r) {
+			fixes = []string{"Click-to-Run release of " + month}
 		}
 		if len(fixes) == 0 {
 			continue

@@ -157,6 +157,16 @@ func TestParseMonths(t *testing.T) {
 			}()},
 			wantCount: 37,
 		},
+		{
+			// KEV-listed; Microsoft 365 Apps are fixed in the
+			// Click-to-Run release of the month, with no build named.
+			month: "2023-Feb",
+			id:    "CVE-2023-21715",
+			wantAtoms: []cve.ProductAtom{{Ecosystem: "Microsoft", Product: "Microsoft 365 Apps for Enterprise for 64-bit Systems", Atom: cve.Atom{
+				FixedVersion: "Click-to-Run release of 2023-02", AdvisoryID: feedtest.Ptr("CVE-2023-21715"),
+				SourceURL: feedtest.Ptr("https://aka.ms/OfficeSecurityReleases"), Source: Source, License: License, Unparsed: true,
+			}}},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.month+"/"+tt.id, func(t *testing.T) {
@@ -386,11 +396,15 @@ func TestParseEdgeCases(t *testing.T) {
 				Severity: "HIGH", Source: "microsoft", Type: cve.MetricCNA,
 			}},
 			References: guide("CVE-2099-0001"),
-			// Click to Run names no build and no KB, product 99 is not
-			// in the tree: no atoms for them.
+			// Click to Run names no build and no KB: it is fixed in the
+			// Click-to-Run release of the document's month, which cannot
+			// be compared. Product 99 is not in the tree: no atom for it.
 			Atoms: []cve.ProductAtom{
 				build("Microsoft", "Microsoft .NET Framework 3.0 Service Pack 2 on Windows Server 2008", "2.0.50727.8970", "KB5027543", catalog+"KB5027543"),
 				build("Microsoft", "Microsoft .NET Framework 3.0 Service Pack 2 on Windows Server 2008", "3.0.6920.8954", "KB5027543", catalog+"KB5027543"),
+				{Ecosystem: "Microsoft", Product: "Microsoft Office 2019 for 32-bit editions", Atom: cve.Atom{
+					FixedVersion: "Click-to-Run release of 2099-01", AdvisoryID: feedtest.Ptr("CVE-2099-0001"),
+					SourceURL: feedtest.Ptr("https://aka.ms/OfficeSecurityReleases"), Source: Source, License: License, Unparsed: true}},
 				build("Windows", "Windows Server 2022", "10.0.20348.2031", "KB5031364", catalog+"KB5031364"),
 			},
 		},
