@@ -129,6 +129,7 @@ type fleetAgent struct {
 		} `json:"software"`
 		PendingUpdates   []struct{ ID, Title string } `json:"pendingUpdates"`
 		InstalledUpdates []struct{ ID, Title string } `json:"installedUpdates"`
+		Notes            []string                     `json:"notes"`
 	} `json:"inventory"`
 	FeatureUpgrade  struct{ State, Target string } `json:"featureUpgrade"`
 	AppliedPolicies []struct {

@@ -222,6 +222,15 @@ func TestWindowsAgentUnderWine(t *testing.T) {
 		waitFor(t, "the agent's word on the Windows Update Agent", time.Minute, func() bool {
 			return strings.Contains(agentProc.Log(), "the Windows Update Agent could not list pending updates")
 		})
+		// And in its report: the inventory's notes.
+		waitFor(t, "the note on the Windows Update Agent in the inventory", time.Minute, func() bool {
+			for _, n := range c.agents(key, "")[0].Inventory.Notes {
+				if strings.HasPrefix(n, "Windows Update search: ") {
+					return true
+				}
+			}
+			return false
+		})
 		t.Skip("Wine's wuapi.dll does not implement IUpdateSearcher: searching, installing and the update history through the Windows Update Agent run only on Windows (their results are handled by code tested in internal/agent)")
 	})
 

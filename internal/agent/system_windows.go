@@ -98,6 +98,10 @@ func (s *WindowsSystem) Snapshot(ctx context.Context) (*Snapshot, error) {
 		go s.refresh()
 	}
 	snap.Inventory.PendingUpdates = append([]agentproto.Update{}, s.pending...)
+	for source, err := range s.notes {
+		snap.Inventory.Notes = append(snap.Inventory.Notes, source+": "+err)
+	}
+	sort.Strings(snap.Inventory.Notes)
 	snap.Inventory.InstalledUpdates = mergeUpdates(inv.Updates, s.installed)
 	if s.feature.State != "" {
 		snap.FeatureUpgrade = s.feature

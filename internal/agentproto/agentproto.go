@@ -26,9 +26,10 @@ import (
 //	   policy compliance in AppliedPolicy, HeaderAgentState on answers to
 //	   a removed agent.
 //	3: 2026-11-24: Update.RebootRequired (an update that needs a restart
-//	   to install, as Windows Update and softwareupdate say), reported by
-//	   the Windows and macOS agents. An older server leaves it out of
-//	   the inventory it holds, so deltas to it fall back to full
+//	   to install, as Windows Update and softwareupdate say) and
+//	   Inventory.Notes (what the agent could not read), reported by the
+//	   Windows and macOS agents. An older server leaves them out of the
+//	   inventory it holds, so deltas to it fall back to full
 //	   inventories.
 const CapabilityVersion = 3
 
@@ -127,6 +128,9 @@ type Inventory struct {
 	// InstalledUpdates are updates known by an id rather than as a
 	// package version: the KBs of a Windows endpoint.
 	InstalledUpdates []Update `json:"installedUpdates,omitempty"`
+	// Notes say what the agent could not read, one line a source ("Windows
+	// Update search: …"): the inventory holds the rest.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // FeatureUpgrade is the state of an OS feature upgrade: none, staging,

@@ -36,26 +36,29 @@ type InventoryDelta struct {
 	// removes the old version and adds the new one.
 	Added   []Software `json:"added,omitempty"`
 	Removed []Software `json:"removed,omitempty"`
-	// PendingUpdates and InstalledUpdates, when set, replace the lists
-	// whole.
+	// PendingUpdates, InstalledUpdates and Notes, when set, replace the
+	// lists whole.
 	PendingUpdates   *[]Update `json:"pendingUpdates,omitempty"`
 	InstalledUpdates *[]Update `json:"installedUpdates,omitempty"`
+	Notes            *[]string `json:"notes,omitempty"`
 }
 
 // Empty reports whether d changes nothing.
 func (d *InventoryDelta) Empty() bool {
-	return len(d.Added) == 0 && len(d.Removed) == 0 && d.PendingUpdates == nil && d.InstalledUpdates == nil
+	return len(d.Added) == 0 && len(d.Removed) == 0 && d.PendingUpdates == nil && d.InstalledUpdates == nil && d.Notes == nil
 }
 
 // Canonical returns a copy of inv in canonical order: software by
 // ecosystem, name, architecture, version and source; updates by id and
-// title; nil lists as empty ones.
+// title; notes sorted; nil lists as empty ones.
 func Canonical(inv Inventory) Inventory {
 	out := Inventory{
 		Software:         slices.Clone(inv.Software),
 		PendingUpdates:   slices.Clone(inv.PendingUpdates),
 		InstalledUpdates: slices.Clone(inv.InstalledUpdates),
+		Notes:            slices.Clone(inv.Notes),
 	}
+	slices.Sort(out.Notes)
 	if out.Software == nil {
 		out.Software = []Software{}
 	}
@@ -104,7 +107,7 @@ func compareUpdates(a, b Update) int {
 // Diff(a, b) is empty.
 func Equal(a, b Inventory) bool {
 	return slices.Equal(a.Software, b.Software) && slices.Equal(a.PendingUpdates, b.PendingUpdates) &&
-		slices.Equal(a.InstalledUpdates, b.InstalledUpdates)
+		slices.Equal(a.InstalledUpdates, b.InstalledUpdates) && slices.Equal(a.Notes, b.Notes)
 }
 
 // InventoryHash identifies an inventory whatever the order of its lists:
@@ -151,6 +154,13 @@ func Diff(old, cur Inventory) InventoryDelta {
 		}
 		d.InstalledUpdates = &u
 	}
+	if !slices.Equal(o.Notes, c.Notes) {
+		n := c.Notes
+		if n == nil {
+			n = []string{}
+		}
+		d.Notes = &n
+	}
 	return d
 }
 
@@ -182,6 +192,9 @@ func (d *InventoryDelta) Apply(inv Inventory) (Inventory, error) {
 	}
 	if d.InstalledUpdates != nil {
 		out.InstalledUpdates = *d.InstalledUpdates
+	}
+	if d.Notes != nil {
+		out.Notes = *d.Notes
 	}
 	return Canonical(out), nil
 }

@@ -112,3 +112,32 @@ func TestDiffApply(t *testing.T) {
 		t.Error("removing a missing item succeeded")
 	}
 }
+
+// TestDiffApplyNotes: what the agent could not read travels in deltas and
+// changes the hash, whatever its order.
+func TestDiffApplyNotes(t *testing.T) {
+	old := Inventory{Software: []Software{{Name: "Windows 11 Version 23H2", Version: "10.0.22631.4460", Ecosystem: "Windows", Arch: "x64"}}}
+	cur := old
+	cur.Notes = []string{"Windows Update search: not implemented", "Win32_QuickFixEngineering: access denied"}
+	if InventoryHash(old) == InventoryHash(cur) {
+		t.Fatal("notes do not change the hash")
+	}
+	d := Diff(old, cur)
+	if d.Notes == nil || d.Empty() {
+		t.Fatalf("delta %+v carries no notes", d)
+	}
+	got, err := d.Apply(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if InventoryHash(got) != d.Hash {
+		t.Errorf("applied delta hashes to %s, want %s", InventoryHash(got), d.Hash)
+	}
+	if diff := cmp.Diff([]string{"Win32_QuickFixEngineering: access denied", "Windows Update search: not implemented"}, got.Notes); diff != "" {
+		t.Errorf("notes (-want +got):\n%s", diff)
+	}
+	back := Diff(cur, old)
+	if back.Notes == nil || len(*back.Notes) != 0 {
+		t.Errorf("notes gone: delta %+v", back.Notes)
+	}
+}

@@ -283,6 +283,7 @@ func toWireInventory(in device.Inventory) agentproto.Inventory {
 	for _, u := range in.InstalledUpdates {
 		out.InstalledUpdates = append(out.InstalledUpdates, agentproto.Update(u))
 	}
+	out.Notes = in.Notes
 	return out
 }
 
@@ -298,6 +299,7 @@ func fromWireInventory(in agentproto.Inventory) *device.Inventory {
 	for _, u := range in.InstalledUpdates {
 		inv.InstalledUpdates = append(inv.InstalledUpdates, device.Update(u))
 	}
+	inv.Notes = in.Notes
 	return inv
 }
 

@@ -116,6 +116,9 @@ func toAgentJSON(a *device.Agent, now time.Time) agentJSON {
 	if j.Inventory.InstalledUpdates == nil {
 		j.Inventory.InstalledUpdates = []device.Update{}
 	}
+	if j.Inventory.Notes == nil {
+		j.Inventory.Notes = []string{}
+	}
 	if j.AppliedPolicies == nil {
 		j.AppliedPolicies = []device.AppliedPolicy{}
 	}
@@ -127,6 +130,7 @@ type inventoryJSON struct {
 	Software         []device.Software `json:"software"`
 	PendingUpdates   []device.Update   `json:"pendingUpdates"`
 	InstalledUpdates []device.Update   `json:"installedUpdates"`
+	Notes            []string          `json:"notes"`
 }
 
 type commandJSON struct {

@@ -100,6 +100,9 @@ type Inventory struct {
 	// InstalledUpdates are updates known by an id rather than a package
 	// version: the KBs of a Windows endpoint.
 	InstalledUpdates []Update `json:"installedUpdates,omitempty"`
+	// Notes say what the agent could not read (a Windows Update Agent
+	// that is not there, softwareupdate failing), one line a source.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Feature-upgrade states an agent reports.
