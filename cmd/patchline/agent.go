@@ -36,6 +36,9 @@ type AgentConfig struct {
 	// LogFile, when set, receives the agent's log instead of standard
 	// error (the service the agent is installed as has none).
 	LogFile string
+	// Service says that the system's service manager runs the agent: on
+	// Windows it then speaks the service protocol.
+	Service bool
 	// CAFile holds the PEM certificates of a private CA that signed the
 	// server's certificate; empty means the system's roots.
 	CAFile string
@@ -153,6 +156,7 @@ func runAgent(ctx context.Context, env *Env, args []string) error {
 	fs.BoolVar(&c.InsecureHTTP, "insecure-http", false, "allow a plain http:// --server on another machine (credentials cross the network in the clear)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFile, "log-file", "", "write the log to this file (rotated at 8 MiB) instead of standard error")
+	fs.BoolVar(&c.Service, "service", false, "run under the system's service manager (set by agent install)")
 	if err := parseFlags(fs, env, args); err != nil {
 		return err
 	}
@@ -166,7 +170,7 @@ func runAgent(ctx context.Context, env *Env, args []string) error {
 		return installAgent(env, fs, &c)
 	}
 	run := func(ctx context.Context) error { return c.run(ctx, env) }
-	if isService, err := agent.RunService(run); isService {
+	if isService, err := agent.RunService(c.Service, run); isService {
 		return err
 	}
 	return run(ctx)
@@ -253,10 +257,10 @@ func installAgent(env *Env, set *flag.FlagSet, c *AgentConfig) error {
 	if logFile == "" {
 		logFile = filepath.Join(c.StateDir, "agent.log")
 	}
-	spec := agent.ServiceSpec{Executable: exe, StateDir: c.StateDir, Args: []string{"agent", "--state", c.StateDir, "--log-file", logFile}}
+	spec := agent.ServiceSpec{Executable: exe, StateDir: c.StateDir, Args: []string{"agent", "--service", "--state", c.StateDir, "--log-file", logFile}}
 	set.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "enroll-secret", "state", "log-file":
+		case "enroll-secret", "state", "log-file", "service":
 		default:
 			spec.Args = append(spec.Args, "--"+f.Name+"="+f.Value.String())
 		}

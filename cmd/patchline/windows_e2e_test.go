@@ -244,3 +244,62 @@ func TestWindowsAgentUnderWine(t *testing.T) {
 		t.Errorf("the credential survived the removal: %v", err)
 	}
 }
+
+// TestWindowsServiceUnderWine installs patchline.exe as a Windows service
+// with `agent install` in a Wine prefix, sees it run and enroll, and
+// uninstalls it.
+func TestWindowsServiceUnderWine(t *testing.T) {
+	env, exe := winePrefix(t)
+	data := t.TempDir()
+	d := []string{"--data", data}
+	key := mustControlCLI(t, append([]string{"keys", "create", "--name", "wine-service"}, d...)...)
+	secret := mustControlCLI(t, append([]string{"enroll", "create", "--expires", "1h"}, d...)...)
+	srv := startServe(t, data, []string{"PATCHLINE_CONTROL_DB=", "PATCHLINE_CATALOG_DB="})
+	c := &controlClient{t: t, base: srv.ControlURL, http: &http.Client{Timeout: 30 * time.Second}}
+	wine := func(args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "wine", args...)
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	t.Cleanup(func() {
+		wine(exe, "agent", "uninstall", "--keep-state")
+		exec.Command("wineserver", "-k").Run()
+	})
+
+	out, err := wine(exe, "agent", "install", "--server", srv.ControlURL, "--enroll-secret", secret, "--interval", "1s")
+	if err != nil || !strings.Contains(out, "installed and started the Patchline agent service patchline-agent") {
+		t.Fatalf("agent install: %v\n%s", err, out)
+	}
+	waitFor(t, "the service's agent", 2*time.Minute, func() bool {
+		list := c.agents(key, "")
+		return len(list) == 1 && list[0].OS.Build == "22631.4460"
+	})
+	if out, _ := wine("sc", "query", "patchline-agent"); !strings.Contains(out, "RUNNING") {
+		t.Errorf("sc query patchline-agent:\n%s", out)
+	}
+	// The enrollment secret is in the state directory, not on the
+	// service's command line.
+	if path := wineReg(t, env, `HKLM\SYSTEM\CurrentControlSet\Services\patchline-agent`, "ImagePath"); strings.Contains(path, "ples_") || !strings.Contains(path, "--service") {
+		t.Errorf("the service's command line: %q", path)
+	}
+	state := filepath.Join(strings.TrimPrefix(env[0], "WINEPREFIX="), "drive_c", "ProgramData", "Patchline")
+	if b, err := os.ReadFile(filepath.Join(state, "enroll-secret")); err != nil || strings.TrimSpace(string(b)) != secret {
+		t.Errorf("enroll-secret: %q, %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(state, "agent.log")); err != nil || !strings.Contains(string(b), "agent starting") {
+		t.Errorf("agent.log: %v\n%s", err, b)
+	}
+
+	// Wine cannot delete files the way Go's os.RemoveAll asks Windows
+	// to, so the state is kept here.
+	out, err = wine(exe, "agent", "uninstall", "--keep-state")
+	if err != nil || !strings.Contains(out, "removed the Patchline agent service") {
+		t.Fatalf("agent uninstall: %v\n%s", err, out)
+	}
+	if out, _ := wine("sc", "query", "patchline-agent"); strings.Contains(out, "RUNNING") {
+		t.Errorf("the service runs after uninstall:\n%s", out)
+	}
+}

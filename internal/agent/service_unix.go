@@ -94,4 +94,4 @@ func UninstallService(stop bool) error {
 
 // RunService reports false: on macOS and Linux, launchd and systemd run
 // the agent as an ordinary process.
-func RunService(func(ctx context.Context) error) (bool, error) { return false, nil }
+func RunService(bool, func(ctx context.Context) error) (bool, error) { return false, nil }

@@ -63,10 +63,9 @@ func InstallService(spec ServiceSpec) error {
 		return fmt.Errorf("the service %s exists already: run `patchline agent uninstall` first", ServiceName)
 	}
 	s, err := m.CreateService(ServiceName, spec.Executable, mgr.Config{
-		DisplayName:      "Patchline Agent",
-		Description:      "Reports this computer's software and updates to Patchline and runs the commands its administrators send.",
-		StartType:        mgr.StartAutomatic,
-		DelayedAutoStart: true,
+		DisplayName: "Patchline Agent",
+		Description: "Reports this computer's software and updates to Patchline and runs the commands its administrators send.",
+		StartType:   mgr.StartAutomatic,
 	}, spec.Args...)
 	if err != nil {
 		return fmt.Errorf("create the service: %w", err)
@@ -111,12 +110,15 @@ func UninstallService(stop bool) error {
 }
 
 // RunService runs run as the Windows service when the service control
-// manager started this process, and reports false otherwise. A stop or a
-// shutdown cancels run's context.
-func RunService(run func(ctx context.Context) error) (bool, error) {
-	isService, err := svc.IsWindowsService()
-	if err != nil || !isService {
-		return false, err
+// manager started this process (service is set: the command line
+// `install` registers says so; else Windows is asked), and reports false
+// otherwise. A stop or a shutdown cancels run's context.
+func RunService(service bool, run func(ctx context.Context) error) (bool, error) {
+	if !service {
+		isService, err := svc.IsWindowsService()
+		if err != nil || !isService {
+			return false, err
+		}
 	}
 	h := &serviceHandler{run: run}
 	if err := svc.Run(ServiceName, h); err != nil {
