@@ -162,10 +162,21 @@ func (c *com) readUpdate(u *ole.IDispatch) (WUAUpdate, error) {
 	return w, nil
 }
 
+// session creates an update session that names Patchline as its client,
+// as Windows Update's own logs then do.
+func (c *com) session() (*ole.IDispatch, error) {
+	session, err := c.create("Microsoft.Update.Session")
+	if err != nil {
+		return nil, err
+	}
+	oleutil.PutProperty(session, "ClientApplicationID", "Patchline")
+	return session, nil
+}
+
 // search runs a Windows Update search and returns the updates with their
 // COM objects.
 func (c *com) search(criteria string) (*ole.IDispatch, []WUAUpdate, []*ole.IDispatch, error) {
-	session, err := c.create("Microsoft.Update.Session")
+	session, err := c.session()
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -214,7 +225,7 @@ func wuaHistory(max int) (entries []WUAHistoryEntry, err error) {
 	err = withCOM(func() error {
 		var c com
 		defer c.release()
-		session, err := c.create("Microsoft.Update.Session")
+		session, err := c.session()
 		if err != nil {
 			return err
 		}
