@@ -1,6 +1,6 @@
 GO ?= go
 
-.PHONY: test lint cross bench bench-go fuzz fuzz-short integration build
+.PHONY: test lint cross msi bench bench-go fuzz fuzz-short integration build
 
 build:
 	$(GO) build -o bin/patchline ./cmd/patchline
@@ -30,6 +30,14 @@ cross:
 	  GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -o /dev/null ./cmd/patchline || exit 1; \
 	  GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) test -c -o /dev/null ./internal/agent || exit 1; \
 	done
+
+# The Windows installer of the agent, built with msitools' wixl
+# (packaging/windows/patchline.wxs): bin/patchline-agent-amd64.msi.
+MSIVERSION ?= 0.1.0
+msi:
+	mkdir -p bin/msi
+	GOOS=windows GOARCH=amd64 $(GO) build -o bin/msi/patchline.exe ./cmd/patchline
+	cd bin/msi && wixl -a x64 -D Version=$(MSIVERSION) -o ../patchline-agent-amd64.msi ../../packaging/windows/patchline.wxs
 
 # The full-scale benchmarks: synthetic feeds, ingest, the lookup API beside
 # a bare handler, agent check-ins; prints the table of bench/RESULTS.md.

@@ -245,11 +245,27 @@ func TestWindowsAgentUnderWine(t *testing.T) {
 	}
 }
 
-// TestWindowsServiceUnderWine installs patchline.exe as a Windows service
-// with `agent install` in a Wine prefix, sees it run and enroll, and
-// uninstalls it.
+// TestWindowsServiceUnderWine installs the agent from its MSI (built
+// like make msi, with wixl) in a Wine prefix, as an administrator would
+// with msiexec: the package's custom action runs `patchline.exe agent
+// install`, Wine's service control manager starts the service, and the
+// agent enrolls. Removing the package removes the service.
 func TestWindowsServiceUnderWine(t *testing.T) {
+	if _, err := exec.LookPath("wixl"); err != nil {
+		t.Skip("the Windows installer's test needs msitools' wixl (.ci/run installs it): not found")
+	}
 	env, exe := winePrefix(t)
+	wxs, err := filepath.Abs("../../packaging/windows/patchline.wxs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msi := filepath.Join(filepath.Dir(exe), "patchline-agent-amd64.msi")
+	build := exec.Command("wixl", "-a", "x64", "-D", "Version=0.1.0", "-o", msi, wxs)
+	build.Dir = filepath.Dir(exe)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("wixl: %v\n%s", err, out)
+	}
+
 	data := t.TempDir()
 	d := []string{"--data", data}
 	key := mustControlCLI(t, append([]string{"keys", "create", "--name", "wine-service"}, d...)...)
@@ -257,7 +273,7 @@ func TestWindowsServiceUnderWine(t *testing.T) {
 	srv := startServe(t, data, []string{"PATCHLINE_CONTROL_DB=", "PATCHLINE_CATALOG_DB="})
 	c := &controlClient{t: t, base: srv.ControlURL, http: &http.Client{Timeout: 30 * time.Second}}
 	wine := func(args ...string) (string, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, "wine", args...)
 		cmd.Env = append(os.Environ(), env...)
@@ -265,13 +281,16 @@ func TestWindowsServiceUnderWine(t *testing.T) {
 		return string(out), err
 	}
 	t.Cleanup(func() {
-		wine(exe, "agent", "uninstall", "--keep-state")
+		wine("msiexec", "/x", winPath(msi), "/qn")
 		exec.Command("wineserver", "-k").Run()
 	})
 
-	out, err := wine(exe, "agent", "install", "--server", srv.ControlURL, "--enroll-secret", secret, "--interval", "1s")
-	if err != nil || !strings.Contains(out, "installed and started the Patchline agent service patchline-agent") {
-		t.Fatalf("agent install: %v\n%s", err, out)
+	if out, err := wine("msiexec", "/i", winPath(msi), "/qn", "SERVER="+srv.ControlURL, "ENROLLSECRET="+secret); err != nil {
+		t.Fatalf("msiexec /i: %v\n%s", err, out)
+	}
+	prefix := strings.TrimPrefix(env[0], "WINEPREFIX=")
+	if _, err := os.Stat(filepath.Join(prefix, "drive_c", "Program Files", "Patchline", "patchline.exe")); err != nil {
+		t.Errorf("patchline.exe is not in Program Files: %v", err)
 	}
 	waitFor(t, "the service's agent", 2*time.Minute, func() bool {
 		list := c.agents(key, "")
@@ -285,7 +304,7 @@ func TestWindowsServiceUnderWine(t *testing.T) {
 	if path := wineReg(t, env, `HKLM\SYSTEM\CurrentControlSet\Services\patchline-agent`, "ImagePath"); strings.Contains(path, "ples_") || !strings.Contains(path, "--service") {
 		t.Errorf("the service's command line: %q", path)
 	}
-	state := filepath.Join(strings.TrimPrefix(env[0], "WINEPREFIX="), "drive_c", "ProgramData", "Patchline")
+	state := filepath.Join(prefix, "drive_c", "ProgramData", "Patchline")
 	if b, err := os.ReadFile(filepath.Join(state, "enroll-secret")); err != nil || strings.TrimSpace(string(b)) != secret {
 		t.Errorf("enroll-secret: %q, %v", b, err)
 	}
@@ -293,13 +312,13 @@ func TestWindowsServiceUnderWine(t *testing.T) {
 		t.Errorf("agent.log: %v\n%s", err, b)
 	}
 
-	// Wine cannot delete files the way Go's os.RemoveAll asks Windows
-	// to, so the state is kept here.
-	out, err = wine(exe, "agent", "uninstall", "--keep-state")
-	if err != nil || !strings.Contains(out, "removed the Patchline agent service") {
-		t.Fatalf("agent uninstall: %v\n%s", err, out)
+	if out, err := wine("msiexec", "/x", winPath(msi), "/qn"); err != nil {
+		t.Fatalf("msiexec /x: %v\n%s", err, out)
 	}
 	if out, _ := wine("sc", "query", "patchline-agent"); strings.Contains(out, "RUNNING") {
-		t.Errorf("the service runs after uninstall:\n%s", out)
+		t.Errorf("the service runs after the package's removal:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(prefix, "drive_c", "Program Files", "Patchline", "patchline.exe")); !os.IsNotExist(err) {
+		t.Errorf("patchline.exe is still in Program Files: %v", err)
 	}
 }
