@@ -68,20 +68,6 @@ func (b *logBundle) addFile(path, source string) {
 	fmt.Fprintf(&b.manifest, "%s\t%d of %d bytes%s\n", source, len(data), fi.Size(), note)
 }
 
-// addWhole adds the file at path whole, or skips it when it does not fit:
-// a file whose tail means nothing (an event log export).
-func (b *logBundle) addWhole(path, source string) {
-	fi, err := os.Stat(path)
-	switch {
-	case err != nil:
-		b.skip(source, err.Error())
-	case fi.Size() > min(int64(MaxLogFileBytes), b.budget):
-		b.skip(source, fmt.Sprintf("%d bytes: larger than the bundle has room for", fi.Size()))
-	default:
-		b.addFile(path, source)
-	}
-}
-
 // addCommand adds the output of a command, run for at most 30 seconds.
 func (b *logBundle) addCommand(ctx context.Context, run Runner, name, program string, args ...string) {
 	source := program + " " + strings.Join(args, " ")

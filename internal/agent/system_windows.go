@@ -322,3 +322,17 @@ func exportEventLog(channel, query, path string) error {
 	}
 	return nil
 }
+
+// addWhole adds the file at path whole, or skips it when it does not fit:
+// a file whose tail means nothing (an event log export).
+func (b *logBundle) addWhole(path, source string) {
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		b.skip(source, err.Error())
+	case fi.Size() > min(int64(MaxLogFileBytes), b.budget):
+		b.skip(source, fmt.Sprintf("%d bytes: larger than the bundle has room for", fi.Size()))
+	default:
+		b.addFile(path, source)
+	}
+}
