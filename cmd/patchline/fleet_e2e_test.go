@@ -125,7 +125,7 @@ type fleetAgent struct {
 	RingSource string  `json:"ringSource"`
 	Inventory  struct {
 		Software []struct {
-			Name, Version, Ecosystem, Arch, Source string
+			Name, Version, Ecosystem, Arch, Source, Publisher, Channel string
 		} `json:"software"`
 		PendingUpdates   []struct{ ID, Title string } `json:"pendingUpdates"`
 		InstalledUpdates []struct{ ID, Title string } `json:"installedUpdates"`

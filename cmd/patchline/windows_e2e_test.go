@@ -146,6 +146,11 @@ func TestWindowsAgentUnderWine(t *testing.T) {
 			t.Errorf("%s: reported %q, want %q (all: %v)", name, sw[name], version, sw)
 		}
 	}
+	for _, s := range a.Inventory.Software {
+		if s.Name == "Microsoft 365 Apps for enterprise" && (s.Channel != "Current Channel" || s.Arch != "x64" || s.Publisher != "Microsoft Corporation") {
+			t.Errorf("Microsoft 365 Apps: %+v, want the Current Channel, x64, by Microsoft Corporation", s)
+		}
+	}
 	kbs := map[string]bool{}
 	for _, u := range a.Inventory.InstalledUpdates {
 		kbs[u.ID] = true

@@ -40,7 +40,7 @@ func Application(displayName, version, publisher string) agentproto.Software {
 	if name == "" {
 		name = strings.TrimSpace(displayName)
 	}
-	sw := agentproto.Software{Name: name, Version: strings.TrimSpace(version), Ecosystem: "Desktop"}
+	sw := agentproto.Software{Name: name, Version: strings.TrimSpace(version), Ecosystem: "Desktop", Publisher: strings.TrimSpace(publisher)}
 	if isMicrosoftOffice(name, publisher) {
 		sw.Ecosystem = "Microsoft"
 	}

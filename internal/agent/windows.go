@@ -101,10 +101,12 @@ func ReadWindowsInventory(reg Registry) (*WindowsInventory, error) {
 	inv.Updates = mergeUpdates(kbs, servicingKBs(reg))
 	inv.Office = clickToRun(reg)
 	if inv.Office != nil {
-		// Microsoft names Office and Microsoft 365 Apps per platform.
+		// Microsoft names Office and Microsoft 365 Apps per platform;
+		// which build fixes a CVE depends on the channel.
 		for i, sw := range inv.Software {
 			if sw.Ecosystem == "Microsoft" && sw.Version == inv.Office.Version {
 				inv.Software[i].Arch = catalogArch(windowsArch(inv.Office.Platform))
+				inv.Software[i].Channel = inv.Office.Channel
 			}
 		}
 	}

@@ -19,10 +19,11 @@ func TestReadWindowsInventory(t *testing.T) {
 		Arch: "amd64",
 		Software: []agentproto.Software{
 			{Name: "Windows 11 Version 23H2", Version: "10.0.22631.4460", Ecosystem: "Windows", Arch: "x64"},
-			{Name: "7-Zip", Version: "23.01", Ecosystem: "Desktop"},
-			{Name: "Mozilla Firefox", Version: "115.0", Ecosystem: "Desktop"},
-			{Name: "Microsoft 365 Apps for enterprise", Version: "16.0.17029.20108", Ecosystem: "Microsoft", Arch: "x64"},
-			{Name: "Notepad++", Version: "8.5.8", Ecosystem: "Desktop"},
+			{Name: "7-Zip", Version: "23.01", Ecosystem: "Desktop", Publisher: "Igor Pavlov"},
+			{Name: "Mozilla Firefox", Version: "115.0", Ecosystem: "Desktop", Publisher: "Mozilla"},
+			{Name: "Microsoft 365 Apps for enterprise", Version: "16.0.17029.20108", Ecosystem: "Microsoft", Arch: "x64",
+				Publisher: "Microsoft Corporation", Channel: "Current Channel"},
+			{Name: "Notepad++", Version: "8.5.8", Ecosystem: "Desktop", Publisher: "Notepad++ Team"},
 		},
 		// KB5044285 is staged, not installed; the rollup names no KB.
 		Updates: []agentproto.Update{{ID: "KB5011048"}, {ID: "KB5046633"}},

@@ -26,8 +26,10 @@ import (
 //	   policy compliance in AppliedPolicy, HeaderAgentState on answers to
 //	   a removed agent.
 //	3: 2026-11-24: Update.RebootRequired (an update that needs a restart
-//	   to install, as Windows Update and softwareupdate say) and
-//	   Inventory.Notes (what the agent could not read), reported by the
+//	   to install, as Windows Update and softwareupdate say),
+//	   Software.Publisher and Software.Channel (an application's update
+//	   channel) and Inventory.Notes (what the agent could not read),
+//	   reported by the
 //	   Windows and macOS agents. An older server leaves them out of the
 //	   inventory it holds, so deltas to it fall back to full
 //	   inventories.
@@ -109,6 +111,13 @@ type Software struct {
 	// (dpkg's Source, the RPM's source RPM name, apk's origin), which is
 	// what distribution trackers name in their advisories.
 	Source string `json:"source,omitempty"`
+	// Publisher is the publisher of a desktop application, as its
+	// operating system lists it.
+	Publisher string `json:"publisher,omitempty"`
+	// Channel is the update channel of an application that has one:
+	// Microsoft 365 Apps' "Current Channel", "Monthly Enterprise
+	// Channel", ….
+	Channel string `json:"channel,omitempty"`
 }
 
 // Update is an available update not yet installed, or an installed one.

@@ -72,7 +72,7 @@ func Canonical(inv Inventory) Inventory {
 }
 
 // compareSoftware orders software by ecosystem, name, architecture,
-// version and source. It compares a field only when the ones before are
+// version, source, publisher and channel. It compares a field only when the ones before are
 // equal: cmp.Or would compare them all.
 func compareSoftware(a, b Software) int {
 	if c := strings.Compare(a.Ecosystem, b.Ecosystem); c != 0 {
@@ -87,7 +87,13 @@ func compareSoftware(a, b Software) int {
 	if c := strings.Compare(a.Version, b.Version); c != 0 {
 		return c
 	}
-	return strings.Compare(a.Source, b.Source)
+	if c := strings.Compare(a.Source, b.Source); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Publisher, b.Publisher); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Channel, b.Channel)
 }
 
 // compareUpdates orders updates by id, title and severity.

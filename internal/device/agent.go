@@ -81,6 +81,8 @@ type Software struct {
 	Ecosystem string `json:"ecosystem"` // as in the CVE catalog: "Windows", "Debian:12", "Desktop", …
 	Arch      string `json:"arch,omitempty"`
 	Source    string `json:"source,omitempty"` // source package, as distribution trackers name it
+	Publisher string `json:"publisher,omitempty"`
+	Channel   string `json:"channel,omitempty"` // update channel: Microsoft 365 Apps' "Current Channel", …
 }
 
 // Update is an update an agent reports as available and not installed.

@@ -62,6 +62,9 @@ func cuTitle(cu cumulative, product string) string {
 type app struct {
 	name, ecosystem, publisher string
 	versions                   []string
+	// arch and channel are those of a Click-to-Run installation, which
+	// the Windows agent reports on Microsoft 365 Apps.
+	arch, channel string
 }
 
 var windowsApps = []app{
@@ -75,7 +78,8 @@ var windowsApps = []app{
 	{name: "Zoom Workplace (64-bit)", publisher: "Zoom Video Communications, Inc.", versions: []string{"5.16.10", "6.2.11"}},
 	{name: "Adobe Acrobat Reader DC", publisher: "Adobe Systems Incorporated", versions: []string{"23.008.20470", "24.004.20272"}},
 	{name: "VLC media player", publisher: "VideoLAN", versions: []string{"3.0.20", "3.0.21"}},
-	{name: "Microsoft 365 Apps for enterprise - en-us", publisher: "Microsoft Corporation", versions: []string{"16.0.17029.20108", "16.0.18129.20158"}},
+	{name: "Microsoft 365 Apps for enterprise - en-us", publisher: "Microsoft Corporation", versions: []string{"16.0.17029.20108", "16.0.18129.20158"},
+		arch: "x64", channel: "Current Channel"},
 }
 
 var macApps = []app{
@@ -246,7 +250,9 @@ func apps(r *rand.Rand, list []app, m *machine) {
 			if strings.Contains(name, "%s") {
 				name = fmt.Sprintf(name, v)
 			}
-			m.software = append(m.software, agent.Application(name, v, a.publisher))
+			sw := agent.Application(name, v, a.publisher)
+			sw.Arch, sw.Channel = a.arch, a.channel
+			m.software = append(m.software, sw)
 		}
 	}
 }

@@ -244,7 +244,9 @@ func TestApplicationsAsTheAgentReportsThem(t *testing.T) {
 				continue
 			}
 			names[sw.Name] = true
-			if got := agent.Application(sw.Name, sw.Version, ""); got != sw {
+			got := agent.Application(sw.Name, sw.Version, sw.Publisher)
+			got.Arch, got.Channel = sw.Arch, sw.Channel // from the Click-to-Run configuration
+			if got != sw {
 				t.Errorf("%+v is reported by the agent as %+v", sw, got)
 			}
 		}
