@@ -212,10 +212,11 @@ func (c *AgentConfig) run(ctx context.Context, env *Env) error {
 		Logger:       logger,
 	})
 	logger.Info("agent starting", "server", c.Server, "state", c.StateDir, "allow", c.allow, "os", runtime.GOOS, "arch", runtime.GOARCH)
+	installed := c.installed()
 	err = a.Run(ctx)
 	if errors.Is(err, agent.ErrRemoved) {
 		fmt.Fprintf(env.Stderr, "patchline agent: %v\n", err)
-		if c.installed() {
+		if installed {
 			// The service goes too, so that it does not start again.
 			if err := agent.UninstallService(false); err != nil {
 				logger.Warn("removing the agent's service", "err", err)

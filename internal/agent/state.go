@@ -491,6 +491,11 @@ func (d *DiskState) Remove(at time.Time) error {
 	if err := d.reset(); err != nil {
 		return wrapState("remove", err)
 	}
+	// An installed agent's enrollment secret goes too: the endpoint has
+	// no business with the fleet any more.
+	if err := removeIfExists(filepath.Join(d.dir, EnrollSecretFile)); err != nil {
+		return wrapState("remove", err)
+	}
 	os.Remove(filepath.Join(d.dir, "results"))
 	return wrapState("remove", d.writeFile("removed", []byte(at.UTC().Format(time.RFC3339)+"\n")))
 }
