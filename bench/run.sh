@@ -7,7 +7,8 @@
 #
 # Settings (environment): BENCH_DIR (work directory, default
 # /tmp/patchline-bench), SEED (1), CVES (300000), OSV (200000), CONNS (64, the GET by id mix), QUERY_CONNS (8, the list and batch mixes),
-# DURATION (20s per run), AGENTS (6000 simulated agents at a 1s interval),
+# DURATION (10s per round), ROUNDS (3 rounds of each side, alternating with
+# the bare handler), AGENTS (6000 simulated agents at a 1s interval),
 # DATA (the real feed records used as templates, ../shared/data),
 # REUSE_CATALOG=1 (skip the ingest and serve the catalog of the last run).
 set -eu
@@ -20,11 +21,10 @@ CVES=${CVES:-300000}
 OSV=${OSV:-200000}
 CONNS=${CONNS:-64}
 QUERY_CONNS=${QUERY_CONNS:-8}
-DURATION=${DURATION:-20s}
+DURATION=${DURATION:-10s}
+ROUNDS=${ROUNDS:-3}
 AGENTS=${AGENTS:-6000}
 DATA=${DATA:-../shared/data}
-CVE_ADDR=127.0.0.1:18080
-CONTROL_ADDR=127.0.0.1:18081
 
 mkdir -p "$BENCH_DIR"
 OUT="$BENCH_DIR/results.md"
@@ -76,23 +76,29 @@ say '```'
 grep -E '^(cvelist|nvd|epss|kev|osv|catalog):' "$BENCH_DIR/ingest.log" | tee -a "$OUT"
 say '```'
 
-# Serve.
-"$PL" serve --data "$BENCH_DIR/data" --cve-addr "$CVE_ADDR" --control-addr "$CONTROL_ADDR" \
+# Serve, on ports the system picks: the addresses are those the started
+# process logs it listens on, and it must still run when they answer, so
+# nothing else that happens to answer on a port is measured.
+"$PL" serve --data "$BENCH_DIR/data" --cve-addr 127.0.0.1:0 --control-addr 127.0.0.1:0 \
 	--rate-limit off >"$BENCH_DIR/serve.log" 2>&1 &
 SERVE=$!
 PIDS="$SERVE"
+listening() { sed -n "s/.*msg=listening service=$1 addr=\([^ ]*\).*/\1/p" "$BENCH_DIR/serve.log" | head -n1; }
 i=0
-until curl -fs "http://$CVE_ADDR/healthz" >/dev/null 2>&1 && curl -fs "http://$CONTROL_ADDR/healthz" >/dev/null 2>&1; do
+CVE_ADDR= CONTROL_ADDR=
+until [ -n "$CVE_ADDR" ] && [ -n "$CONTROL_ADDR" ] && kill -0 "$SERVE" 2>/dev/null &&
+	curl -fs "http://$CVE_ADDR/healthz" >/dev/null 2>&1 && curl -fs "http://$CONTROL_ADDR/healthz" >/dev/null 2>&1; do
 	i=$((i + 1))
-	if [ $i -gt 120 ]; then echo "serve did not start" >&2; cat "$BENCH_DIR/serve.log" >&2; exit 1; fi
+	if [ $i -gt 240 ] || ! kill -0 "$SERVE" 2>/dev/null; then echo "serve did not start" >&2; cat "$BENCH_DIR/serve.log" >&2; exit 1; fi
 	sleep 0.5
+	CVE_ADDR=$(listening lookup) CONTROL_ADDR=$(listening control)
 done
 say ""
-say "## Lookup API ($CONNS connections for GET by id, $QUERY_CONNS for lists and batches, $DURATION per run)"
+say "## Lookup API ($CONNS connections for GET by id, $QUERY_CONNS for lists and batches; $ROUNDS rounds of $DURATION on each side, alternating with the bare handler)"
 say ""
 say "serve RSS at start: $(awk '/VmRSS/ {printf "%.0f MB", $2/1024}' /proc/$SERVE/status); load: $(uptime | sed 's/.*load average/load average/')"
 say ""
-"$BENCH_DIR/load" cve -url "http://$CVE_ADDR" -conns "$CONNS" -query-conns "$QUERY_CONNS" -duration "$DURATION" -pid "$SERVE" | tee -a "$OUT"
+"$BENCH_DIR/load" cve -url "http://$CVE_ADDR" -conns "$CONNS" -query-conns "$QUERY_CONNS" -duration "$DURATION" -rounds "$ROUNDS" -pid "$SERVE" | tee -a "$OUT"
 
 # Agent check-ins.
 secret=$("$PL" enroll create --data "$BENCH_DIR/data")

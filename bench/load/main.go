@@ -1,14 +1,20 @@
 // Command load drives a running `patchline serve` on 127.0.0.1 with fixed
 // mixes of requests and prints a Markdown table of the results.
 //
-// Each HTTP mix runs twice for the same duration with the same number of
-// connections: against the lookup API, and against a bare net/http handler
-// started by this program that answers the same requests with the very
-// bytes the lookup API gave for them. The ratio of the two request rates
-// is what the design's targets speak of; both runs share the machine.
+// Each HTTP mix runs against the lookup API and against a bare net/http
+// handler started by this program that answers the same requests with the
+// very bytes the lookup API gave for them, in alternating rounds (A B A B
+// …) of the same duration and connections, so that both sides share the
+// same minutes of the machine. Each round's ratio of the two request
+// rates is logged; the table gives the median ratio, the load average
+// before and after the mix, and the latencies of the median round.
 //
-//	load cve -url http://127.0.0.1:18080 -conns 64 -duration 20s -pid PID
-//	load checkins -metrics http://127.0.0.1:18081/metrics -agents 6000 -duration 20s
+//	load cve -url http://127.0.0.1:PORT -conns 64 -duration 10s -rounds 3 -pid PID
+//	load peer -url http://127.0.0.1:PORT -paths FILE -conns 64 -duration 10s -rounds 3
+//	load checkins -metrics http://127.0.0.1:PORT/metrics -agents 6000 -duration 20s
+//
+// peer drives any server (another CVE service, for a side-by-side) with
+// the paths of FILE, one a line, against its own bare replay of them.
 package main
 
 import (
@@ -35,16 +41,18 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: load cve|checkins [flags]")
+		fmt.Fprintln(os.Stderr, "usage: load cve|peer|checkins [flags]")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
 	case "cve":
 		cveMain(os.Args[2:])
+	case "peer":
+		peerMain(os.Args[2:])
 	case "checkins":
 		checkinsMain(os.Args[2:])
 	default:
-		fmt.Fprintln(os.Stderr, "usage: load cve|checkins [flags]")
+		fmt.Fprintln(os.Stderr, "usage: load cve|peer|checkins [flags]")
 		os.Exit(2)
 	}
 }
@@ -153,12 +161,13 @@ func run(client *http.Client, base string, reqs []*request, conns int, d time.Du
 // bare is the comparison server: it answers each request of the mixes with
 // the bytes captured from the lookup API, nothing else.
 type bare struct {
-	byKey map[string]*request
-	addr  string
+	byKey  map[string]*request
+	addr   string
+	prefix string // the path prefix of the measured server's requests, left out of the keys
 }
 
-func startBare(reqs []*request) *bare {
-	b := &bare{byKey: map[string]*request{}}
+func startBare(reqs []*request, prefix string) *bare {
+	b := &bare{byKey: map[string]*request{}, prefix: prefix}
 	for _, r := range reqs {
 		b.byKey[r.key()] = r
 	}
@@ -172,7 +181,7 @@ func startBare(reqs []*request) *bare {
 		if r.Method == http.MethodPost {
 			body, _ = io.ReadAll(r.Body)
 		}
-		path := strings.TrimPrefix(r.URL.RequestURI(), "/api/v1")
+		path := strings.TrimPrefix(r.URL.RequestURI(), b.prefix)
 		q, ok := b.byKey[r.Method+" "+path+"\x00"+string(body)]
 		if !ok {
 			http.NotFound(w, r)
@@ -214,7 +223,8 @@ func cveMain(args []string) {
 	base := fs.String("url", "http://127.0.0.1:18080", "base URL of the lookup listener (127.0.0.1 only)")
 	conns := fs.Int("conns", 64, "connections of the GET /cve/{id} mix")
 	queryConns := fs.Int("query-conns", 8, "connections of the list and batch mixes")
-	dur := fs.Duration("duration", 20*time.Second, "duration of each run")
+	dur := fs.Duration("duration", 10*time.Second, "duration of each round of each side")
+	rounds := fs.Int("rounds", 3, "rounds of each side, alternating")
 	pid := fs.Int("pid", 0, "process id of the server, for its RSS")
 	seed := fs.Uint64("seed", 1, "seed of the request mixes")
 	fs.Parse(args)
@@ -279,22 +289,12 @@ func cveMain(args []string) {
 	batchReqs = capture(client, api, batchReqs)
 
 	all := slices.Concat(recReqs, coldReqs, listReqs, batchReqs, bulkReqs)
-	b := startBare(all)
+	b := startBare(all, "/api/v1")
 	bareAPI := b.addr + "/api/v1"
 
-	fmt.Printf("| work | conns | lookup API req/s | bare handler req/s | ratio | p50 | p99 | bare p99 | errors |\n")
-	fmt.Printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	printHeader("lookup API")
 	mix := func(name string, reqs []*request, conns int, d time.Duration) (result, result) {
-		bc := newClient(conns)
-		rb := run(bc, bareAPI, reqs, conns, d, *seed)
-		rc := newClient(conns)
-		ra := run(rc, api, reqs, conns, d, *seed)
-		fmt.Printf("| %s | %d | %.0f | %.0f | %.0f%% | %s | %s | %s | %d |\n", name, conns, ra.rps(), rb.rps(),
-			100*ra.rps()/rb.rps(), ms(ra.p50), ms(ra.p99), ms(rb.p99), ra.errors)
-		for _, t := range ra.slowest {
-			log.Printf("%s: slowest %s %s", name, ms(t.d), t.path)
-		}
-		return ra, rb
+		return interleaved(name, api, bareAPI, reqs, conns, d, *rounds, *seed)
 	}
 	mix(fmt.Sprintf("GET /cve/{id} (%d ids)", len(recReqs)), recReqs, *conns, *dur)
 	mix(fmt.Sprintf("GET /cve/{id} (%d ids of the whole catalog)", len(coldReqs)), coldReqs, *conns, *dur)
@@ -310,6 +310,92 @@ func cveMain(args []string) {
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/1e6) }
+
+func printHeader(server string) {
+	fmt.Printf("| work | conns | %s req/s | bare handler req/s | ratio (median of rounds) | rounds | p50 | p99 | bare p99 | errors | load avg before → after |\n", server)
+	fmt.Printf("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|\n")
+}
+
+// interleaved runs a mix against the server at base and the bare handler
+// at bareBase in alternating rounds, A B A B …, and prints the row of the
+// median round. It returns the totals of each side.
+func interleaved(name, base, bareBase string, reqs []*request, conns int, d time.Duration, rounds int, seed uint64) (result, result) {
+	before := loadAvg()
+	type round struct{ a, b result }
+	var rs []round
+	client, bareClient := newClient(conns), newClient(conns)
+	for i := range max(rounds, 1) {
+		ra := run(client, base, reqs, conns, d, seed+uint64(i))
+		rb := run(bareClient, bareBase, reqs, conns, d, seed+uint64(i))
+		log.Printf("%s: round %d: %.0f req/s against %.0f bare: %.0f%% (load %s)", name, i+1, ra.rps(), rb.rps(), 100*ra.rps()/rb.rps(), loadAvg())
+		rs = append(rs, round{ra, rb})
+	}
+	ratio := func(r round) float64 { return r.a.rps() / r.b.rps() }
+	sorted := slices.Clone(rs)
+	slices.SortFunc(sorted, func(x, y round) int { return cmp.Compare(ratio(x), ratio(y)) })
+	med := sorted[len(sorted)/2]
+	var each []string
+	var ta, tb result
+	for _, r := range rs {
+		each = append(each, fmt.Sprintf("%.0f%%", 100*ratio(r)))
+		ta.n, ta.errors, ta.bytes, ta.elapsed = ta.n+r.a.n, ta.errors+r.a.errors, ta.bytes+r.a.bytes, ta.elapsed+r.a.elapsed
+		tb.n, tb.errors, tb.bytes, tb.elapsed = tb.n+r.b.n, tb.errors+r.b.errors, tb.bytes+r.b.bytes, tb.elapsed+r.b.elapsed
+	}
+	fmt.Printf("| %s | %d | %.0f | %.0f | %.0f%% | %s | %s | %s | %s | %d | %s → %s |\n", name, conns, med.a.rps(), med.b.rps(),
+		100*ratio(med), strings.Join(each, " "), ms(med.a.p50), ms(med.a.p99), ms(med.b.p99), ta.errors, before, loadAvg())
+	for _, t := range med.a.slowest {
+		log.Printf("%s: slowest %s %s", name, ms(t.d), t.path)
+	}
+	return ta, tb
+}
+
+// loadAvg is the one-minute load average of the machine.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return "?"
+	}
+	return f[0]
+}
+
+// peerMain drives any HTTP server on this machine with a list of paths,
+// against a bare replay of its own answers, as cveMain does the lookup
+// API: the same tool measures other servers side by side.
+func peerMain(args []string) {
+	fs := flag.NewFlagSet("peer", flag.ExitOnError)
+	base := fs.String("url", "", "base URL of the server (127.0.0.1 only)")
+	paths := fs.String("paths", "", "file of the paths to request, one a line (GET), relative to -url")
+	name := fs.String("name", "peer", "name of the server in the table")
+	conns := fs.Int("conns", 64, "connections")
+	dur := fs.Duration("duration", 10*time.Second, "duration of each round of each side")
+	rounds := fs.Int("rounds", 3, "rounds of each side, alternating")
+	seed := fs.Uint64("seed", 1, "seed of the request order")
+	fs.Parse(args)
+	if u, err := url.Parse(*base); err != nil || (u.Hostname() != "127.0.0.1" && u.Hostname() != "localhost") {
+		log.Fatalf("-url %q: want a 127.0.0.1 address", *base)
+	}
+	b, err := os.ReadFile(*paths)
+	if err != nil {
+		log.Fatal(err)
+	}
+	var reqs []*request
+	for _, line := range strings.Split(string(b), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			reqs = append(reqs, &request{method: "GET", path: line})
+		}
+	}
+	reqs = capture(newClient(*conns), *base, reqs)
+	if len(reqs) == 0 {
+		log.Fatal("no path answered 200")
+	}
+	bareSrv := startBare(reqs, "")
+	printHeader(*name)
+	interleaved(fmt.Sprintf("GET (%d paths)", len(reqs)), *base, bareSrv.addr, reqs, *conns, *dur, *rounds, *seed)
+}
 
 var idRe = regexp.MustCompile(`"cveId":"(CVE-\d+-\d+)"`)
 
