@@ -83,15 +83,18 @@ func runIngest(ctx context.Context, env *Env, args []string) error {
 }
 
 // tuneGC trades memory for collector time during an ingest, which
-// allocates a great deal and keeps little: the heap may grow to five times
-// what is live, up to a soft limit of 1 GiB (the catalog's page cache is
-// allocated outside it), unless GOGC or GOMEMLIMIT say otherwise.
+// allocates a great deal and keeps little (about 130 MB live at most for
+// the 300,000 CVEs of make bench): the heap may grow to five times what is
+// live, up to a soft limit of 320 MiB, unless GOGC or GOMEMLIMIT say
+// otherwise. With the catalog's page cache, allocated outside it, a new
+// catalog's ingest stays under 512 MB; a limit of 1 GiB saved a tenth of
+// the time for twice the memory (bench/RESULTS.md, 2026-11-24).
 func tuneGC() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(1 << 30)
+		debug.SetMemoryLimit(320 << 20)
 	}
 }
 

@@ -105,8 +105,10 @@ func Open(ctx context.Context, path string, migrations fs.FS) (*DB, error) {
 // reads while it is written, such as a catalog built apart from the live one
 // before it replaces it: no rollback journal, no fsync, an exclusive lock and
 // a page cache of cacheKiB KiB on its one connection, which is both Write and
-// Read. A crash leaves the file unusable; the caller removes it and starts
-// again. The migrations are applied as Open applies them.
+// Read. Its temporary files (the sorts of CREATE INDEX) are files, so that
+// the memory of a build stays within its page cache whatever the size of
+// the catalog. A crash leaves the file unusable; the caller removes it and
+// starts again. The migrations are applied as Open applies them.
 func OpenBuild(ctx context.Context, path string, migrations fs.FS, cacheKiB int) (*DB, error) {
 	pragmas := url.Values{}
 	for _, p := range []string{
@@ -114,7 +116,7 @@ func OpenBuild(ctx context.Context, path string, migrations fs.FS, cacheKiB int)
 		"journal_mode(OFF)",
 		"synchronous(OFF)",
 		"foreign_keys(1)",
-		"temp_store(MEMORY)",
+		"temp_store(FILE)",
 		fmt.Sprintf("cache_size(-%d)", cacheKiB),
 	} {
 		pragmas.Add("_pragma", p)

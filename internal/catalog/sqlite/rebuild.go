@@ -30,8 +30,12 @@ import (
 // one, so the built catalog is copied into the live one in one WAL
 // transaction instead.
 
-// buildCacheKiB is the page cache of a rebuild's connection.
-const buildCacheKiB = 384 << 10
+// buildCacheKiB is the page cache of a rebuild's connection. The load
+// appends to its tables in key order and the list indexes are sorted after
+// it, so a larger cache buys no time: 16, 64 and 384 MiB built the 300,000
+// CVEs of make bench in the same time (bench/RESULTS.md, 2026-11-24), and
+// the cache counts whole in the run's peak memory.
+const buildCacheKiB = 32 << 10
 
 // rebuildSuffix and the process id name the file a rebuild writes, next
 // to the live one.
