@@ -2,8 +2,10 @@ package exposure
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -17,38 +19,66 @@ import (
 
 // Index holds, for each product of the catalog (an ecosystem and a
 // product name, see Key), the CVEs whose remediation names it and their
-// atoms, with the fixed versions and affected ranges parsed once.
+// atoms, with the fixed versions and affected ranges parsed once. It keeps
+// of each atom only what matching needs, and shares what repeats across
+// CVEs (names, versions parsed or not, ranges) through its pool: a catalog
+// of 300,000 CVEs names a few thousand distinct products and fixes.
 type Index struct {
 	mu       sync.RWMutex
-	products map[string][]*entry // by Key
+	products map[string][]entry // by Key
 	cves     map[string]*cveEntry
+	// refresh serializes Refresh, the only user of pool.
+	refresh sync.Mutex
+	pool    pool
 }
 
 // cveEntry is what the index knows of one CVE.
 type cveEntry struct {
 	modified time.Time
 	risk     Risk
-	keys     []string // product keys of its entries
+	products []*fixes
+}
+
+// keys returns the product keys of e's entries.
+func (e *cveEntry) keys() []string {
+	var keys []string
+	for _, f := range e.products {
+		keys = append(keys, productKeys(f.ecosystem, f.product)...)
+	}
+	return keys
 }
 
 // entry is one product of one CVE.
 type entry struct {
-	cveID     string
+	cve *cveEntry
+	*fixes
+}
+
+func (en entry) cveID() string { return en.cve.risk.CVEID }
+
+// fixes are the atoms of a product, which the entries of every CVE with
+// the same atoms for the product share.
+type fixes struct {
 	ecosystem string
 	product   string
 	arch      string // Windows: the architecture the product names, "" for any
-	atoms     []atom
+	atoms     []*atom
 }
 
-// atom is a remediation atom with its versions parsed.
+// atom is what matching needs of a remediation atom, its versions parsed.
+// The pool hands out one atom for equal ones: the fix of a Patch Tuesday
+// is the same atom in the entries of every CVE it fixes.
 type atom struct {
-	cve.Atom
-	fixed    version.Version
-	parsed   bool // fixed parsed
-	rng      []bound
-	rangeOK  bool // the affected range parsed
-	eolFrom  string
-	eoesFrom string
+	id           uint32 // in the pool
+	fixedVersion string // as the catalog gives it
+	kb           string
+	sourceURL    string // of a fixed version that does not parse only
+	fixed        version.Version
+	parsed       bool // fixed parsed
+	rng          []bound
+	rangeOK      bool // the affected range parsed
+	eolFrom      string
+	eoesFrom     string
 }
 
 // bound is one comparison of an affected range: "< 2.12.2", ">= 2.4".
@@ -57,9 +87,80 @@ type bound struct {
 	v  version.Version
 }
 
+// pool hands out one copy of each string, parsed version and parsed
+// range the index holds. It keeps what CVEs removed from the index named:
+// that is bounded by the distinct values the catalog ever had.
+type pool struct {
+	fixes    map[string]*fixes // by ecosystem, product and atom ids
+	atoms    map[atomKey]*atom
+	strs     map[string]string
+	versions map[string]parsedVersion // by ecosystem, NUL, version
+	ranges   map[string]parsedRange   // by ecosystem, NUL, range
+}
+
+// atomKey is what makes an atom.
+type atomKey struct {
+	ecosystem, fixedVersion, kb, sourceURL, affectedRange, eolFrom, eoesFrom string
+	unparsed                                                                 bool
+}
+
+type parsedVersion struct {
+	v  version.Version
+	ok bool
+}
+
+type parsedRange struct {
+	bounds []bound
+	ok     bool
+}
+
+// str returns the pool's copy of s.
+func (p *pool) str(s string) string {
+	if s == "" {
+		return ""
+	}
+	if v, ok := p.strs[s]; ok {
+		return v
+	}
+	if p.strs == nil {
+		p.strs = map[string]string{}
+	}
+	p.strs[s] = s
+	return s
+}
+
+// version returns s parsed under the rules of ecosystem, ok false when it
+// does not parse.
+func (p *pool) version(ecosystem, s string) (version.Version, bool) {
+	k := ecosystem + "\x00" + s
+	if pv, found := p.versions[k]; found {
+		return pv.v, pv.ok
+	}
+	v, err := version.Parse(p.str(ecosystem), p.str(s))
+	if p.versions == nil {
+		p.versions = map[string]parsedVersion{}
+	}
+	p.versions[k] = parsedVersion{v, err == nil}
+	return v, err == nil
+}
+
+// rangeOf returns parseRange of ecosystem and s.
+func (p *pool) rangeOf(ecosystem, s string) ([]bound, bool) {
+	k := ecosystem + "\x00" + s
+	if pr, found := p.ranges[k]; found {
+		return pr.bounds, pr.ok
+	}
+	bounds, ok := parseRange(p, ecosystem, s)
+	if p.ranges == nil {
+		p.ranges = map[string]parsedRange{}
+	}
+	p.ranges[k] = parsedRange{bounds, ok}
+	return bounds, ok
+}
+
 // NewIndex returns an empty index.
 func NewIndex() *Index {
-	return &Index{products: map[string][]*entry{}, cves: map[string]*cveEntry{}}
+	return &Index{products: map[string][]entry{}, cves: map[string]*cveEntry{}}
 }
 
 // Len returns the number of CVEs in the index.
@@ -85,9 +186,12 @@ type Update struct {
 // since the index last saw them, and drops the CVEs the catalog no longer
 // has or that no longer name a fix.
 func (x *Index) Refresh(ctx context.Context, cat cve.Catalog) (Update, error) {
+	x.refresh.Lock()
+	defer x.refresh.Unlock()
 	var up Update
 	changed := map[string]bool{}
 	seen := map[string]bool{}
+	inserted := false
 	err := cat.Walk(ctx, "", func(s cve.Summary) error {
 		seen[s.CVEID] = true
 		x.mu.RLock()
@@ -107,7 +211,7 @@ func (x *Index) Refresh(ctx context.Context, cat cve.Catalog) (Update, error) {
 		if old == nil && !s.HasRemediation {
 			return nil
 		}
-		var entries []*entry
+		var products []*fixes
 		if s.HasRemediation {
 			r, err := cat.Record(ctx, s.CVEID)
 			if errors.Is(err, errs.ErrNotFound) {
@@ -117,7 +221,7 @@ func (x *Index) Refresh(ctx context.Context, cat cve.Catalog) (Update, error) {
 				return fmt.Errorf("read %s: %w", s.CVEID, err)
 			}
 			up.Records++
-			entries = entriesOf(r)
+			products = x.pool.productsOf(r)
 			if r.Description != nil {
 				risk.Description = *r.Description
 			}
@@ -125,26 +229,22 @@ func (x *Index) Refresh(ctx context.Context, cat cve.Catalog) (Update, error) {
 		x.mu.Lock()
 		defer x.mu.Unlock()
 		if old != nil {
-			for _, k := range old.keys {
+			for _, k := range old.keys() {
 				changed[k] = true
 			}
-			x.remove(s.CVEID, old)
+			x.remove(old)
 		}
-		if len(entries) == 0 {
+		if len(products) == 0 {
 			return nil
 		}
-		e := &cveEntry{risk: risk}
+		e := &cveEntry{risk: risk, products: products}
 		if s.ModifiedAt != nil {
 			e.modified = *s.ModifiedAt
 		}
-		for _, en := range entries {
-			for _, k := range productKeys(en.ecosystem, en.product) {
-				x.products[k] = append(x.products[k], en)
-				e.keys = append(e.keys, k)
-				changed[k] = true
-			}
+		for _, k := range x.insert(e) {
+			changed[k] = true
 		}
-		x.cves[s.CVEID] = e
+		inserted = true
 		up.Risks = append(up.Risks, risk)
 		return nil
 	})
@@ -154,11 +254,14 @@ func (x *Index) Refresh(ctx context.Context, cat cve.Catalog) (Update, error) {
 	x.mu.Lock()
 	for id, old := range x.cves {
 		if !seen[id] {
-			for _, k := range old.keys {
+			for _, k := range old.keys() {
 				changed[k] = true
 			}
-			x.remove(id, old)
+			x.remove(old)
 		}
+	}
+	if inserted {
+		x.compact()
 	}
 	x.mu.Unlock()
 	for k := range changed {
@@ -168,12 +271,28 @@ func (x *Index) Refresh(ctx context.Context, cat cve.Catalog) (Update, error) {
 	return up, nil
 }
 
+// insert adds a CVE under the keys of its products and returns those
+// keys; the caller holds mu.
+func (x *Index) insert(e *cveEntry) []string {
+	keys := e.keys()
+	i := 0
+	for _, f := range e.products {
+		for range productKeys(f.ecosystem, f.product) {
+			k := x.pool.str(keys[i])
+			x.products[k] = append(x.products[k], entry{cve: e, fixes: f})
+			i++
+		}
+	}
+	x.cves[e.risk.CVEID] = e
+	return keys
+}
+
 // remove drops a CVE; the caller holds mu.
-func (x *Index) remove(id string, e *cveEntry) {
-	for _, k := range e.keys {
+func (x *Index) remove(e *cveEntry) {
+	for _, k := range e.keys() {
 		list := x.products[k][:0]
 		for _, en := range x.products[k] {
-			if en.cveID != id {
+			if en.cve != e {
 				list = append(list, en)
 			}
 		}
@@ -183,7 +302,17 @@ func (x *Index) remove(id string, e *cveEntry) {
 			x.products[k] = list
 		}
 	}
-	delete(x.cves, id)
+	delete(x.cves, e.risk.CVEID)
+}
+
+// compact gives back the room that appends left at the end of the
+// products' lists; the caller holds mu.
+func (x *Index) compact() {
+	for k, list := range x.products {
+		if cap(list) > len(list)+len(list)/4 {
+			x.products[k] = slices.Clone(list)
+		}
+	}
 }
 
 func riskOf(s cve.Summary) Risk {
@@ -205,45 +334,80 @@ func eqFloat(a, b *float64) bool {
 	return *a == *b
 }
 
-// entriesOf returns the products of a record with their atoms parsed.
-func entriesOf(r *cve.Record) []*entry {
-	var out []*entry
-	for _, p := range r.Remediation.Products {
-		en := &entry{cveID: r.CVEID, ecosystem: p.Ecosystem, product: p.Product}
-		if p.Ecosystem == "Windows" || p.Ecosystem == "Microsoft" {
-			_, en.arch = windowsProduct(p.Product)
+// productsOf returns the products of a record with their atoms parsed.
+func (p *pool) productsOf(r *cve.Record) []*fixes {
+	var out []*fixes
+	for _, prod := range r.Remediation.Products {
+		if len(prod.Atoms) == 0 {
+			continue
 		}
-		for _, a := range p.Atoms {
-			at := atom{Atom: a}
-			if a.FixedVersion != "" && !a.Unparsed {
-				if v, err := version.Parse(p.Ecosystem, a.FixedVersion); err == nil {
-					at.fixed, at.parsed = v, true
-				}
-			}
-			if a.AffectedRange != nil {
-				at.rng, at.rangeOK = parseRange(p.Ecosystem, *a.AffectedRange)
-			}
-			if a.EOL != nil {
-				if a.EOL.EOLFrom != nil {
-					at.eolFrom = *a.EOL.EOLFrom
-				}
-				if a.EOL.EOESFrom != nil {
-					at.eoesFrom = *a.EOL.EOESFrom
-				}
-			}
-			en.atoms = append(en.atoms, at)
+		atoms := make([]*atom, len(prod.Atoms))
+		key := make([]byte, 0, len(prod.Ecosystem)+len(prod.Product)+2+4*len(atoms))
+		key = append(append(append(append(key, prod.Ecosystem...), 0), prod.Product...), 0)
+		for i, a := range prod.Atoms {
+			atoms[i] = p.atom(prod.Ecosystem, a)
+			key = binary.LittleEndian.AppendUint32(key, atoms[i].id)
 		}
-		if len(en.atoms) > 0 {
-			out = append(out, en)
+		f, ok := p.fixes[string(key)]
+		if !ok {
+			f = &fixes{ecosystem: p.str(prod.Ecosystem), product: p.str(prod.Product), atoms: atoms}
+			if f.ecosystem == "Windows" || f.ecosystem == "Microsoft" {
+				_, f.arch = windowsProduct(prod.Product)
+			}
+			if p.fixes == nil {
+				p.fixes = map[string]*fixes{}
+			}
+			p.fixes[string(key)] = f
 		}
+		out = append(out, f)
 	}
 	return out
 }
 
+// atom returns the pool's atom for a of a product of ecosystem.
+func (p *pool) atom(ecosystem string, a cve.Atom) *atom {
+	k := atomKey{ecosystem: ecosystem, fixedVersion: a.FixedVersion, kb: a.KB, affectedRange: deref(a.AffectedRange), unparsed: a.Unparsed}
+	if a.EOL != nil {
+		k.eolFrom, k.eoesFrom = deref(a.EOL.EOLFrom), deref(a.EOL.EOESFrom)
+	}
+	if at, ok := p.atoms[k]; ok {
+		return at
+	}
+	at := &atom{fixedVersion: p.str(k.fixedVersion), kb: p.str(k.kb), eolFrom: p.str(k.eolFrom), eoesFrom: p.str(k.eoesFrom)}
+	if k.fixedVersion != "" && !k.unparsed {
+		at.fixed, at.parsed = p.version(ecosystem, k.fixedVersion)
+	}
+	if a.AffectedRange != nil {
+		at.rng, at.rangeOK = p.rangeOf(ecosystem, k.affectedRange)
+	}
+	if !at.parsed {
+		// The one use of the URL: naming where an unparsed fix is told.
+		k.sourceURL = deref(a.SourceURL)
+		if at2, ok := p.atoms[k]; ok {
+			return at2
+		}
+		at.sourceURL = p.str(k.sourceURL)
+	}
+	if p.atoms == nil {
+		p.atoms = map[atomKey]*atom{}
+	}
+	at.id = uint32(len(p.atoms))
+	p.atoms[k] = at
+	return at
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
 // parseRange parses an affected range of comparisons joined by commas,
 // all of which must hold: "< 2.3.1", ">= 2.4, < 2.12.2". ok is false for
-// anything else, or when a version does not parse.
-func parseRange(ecosystem, s string) (bounds []bound, ok bool) {
+// anything else, or when a version does not parse. Its versions come from
+// p.
+func parseRange(p *pool, ecosystem, s string) (bounds []bound, ok bool) {
 	for _, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
 		var op string
@@ -256,8 +420,8 @@ func parseRange(ecosystem, s string) (bounds []bound, ok bool) {
 		if op == "" {
 			return nil, false
 		}
-		v, err := version.Parse(ecosystem, strings.TrimSpace(part[len(op):]))
-		if err != nil {
+		v, ok := p.version(ecosystem, strings.TrimSpace(part[len(op):]))
+		if !ok {
 			return nil, false
 		}
 		bounds = append(bounds, bound{op, v})
@@ -265,7 +429,7 @@ func parseRange(ecosystem, s string) (bounds []bound, ok bool) {
 	// A range is bounded above, or it would not name a fix.
 	for _, b := range bounds {
 		if b.op == "<" || b.op == "<=" || b.op == "=" {
-			return bounds, true
+			return slices.Clip(bounds), true
 		}
 	}
 	return nil, false

@@ -52,8 +52,8 @@ func (x *Index) Match(inv device.Inventory) (findings []Finding, keys []string) 
 		if item.Source != "" && !strings.EqualFold(item.Source, item.Name) {
 			names = append(names, item.Source)
 		}
-		var entries []*entry
-		done := map[*entry]bool{}
+		var entries []entry
+		done := map[entry]bool{}
 		for _, name := range names {
 			k := Key(item.Ecosystem, name)
 			if !seenKey[k] {
@@ -79,13 +79,13 @@ func (x *Index) Match(inv device.Inventory) (findings []Finding, keys []string) 
 		fixedByKB := map[string]bool{}
 		for _, en := range entries {
 			for _, a := range en.atoms {
-				if a.KB != "" && kbs[normKB(a.KB)] {
-					fixedByKB[en.cveID] = true
+				if a.kb != "" && kbs[normKB(a.kb)] {
+					fixedByKB[en.cveID()] = true
 				}
 			}
 		}
 		for _, en := range entries {
-			if fixedByKB[en.cveID] {
+			if fixedByKB[en.cveID()] {
 				continue
 			}
 			if f, ok := matchEntry(en, item); ok {
@@ -140,14 +140,14 @@ func normKB(id string) string {
 
 // matchEntry applies the rule of Match to one item and one CVE's product.
 // Match has applied rule 1 already.
-func matchEntry(en *entry, item device.Software) (Finding, bool) {
-	f := Finding{CVEID: en.cveID, Ecosystem: en.ecosystem, Product: en.product, Package: item.Name, Installed: item.Version}
+func matchEntry(en entry, item device.Software) (Finding, bool) {
+	f := Finding{CVEID: en.cveID(), Ecosystem: en.ecosystem, Product: en.product, Package: item.Name, Installed: item.Version}
 	v, err := version.Parse(en.ecosystem, item.Version)
 	if err != nil {
 		f.Status, f.Reason = Unknown, "the installed version does not parse under the "+en.ecosystem+" rules"
 		return f, true
 	}
-	var usable []atom
+	var usable []*atom
 	incomparable := false
 	allRanges := true
 	for _, a := range en.atoms {
@@ -165,15 +165,15 @@ func matchEntry(en *entry, item device.Software) (Finding, bool) {
 	if len(usable) == 0 {
 		f.Status, f.Reason = Unknown, "no fixed version of this product can be compared with the installed one"
 		switch a := en.atoms[0]; {
-		case a.KB != "":
-			f.KB = a.KB
-			f.Reason = "the fix is known only as " + a.KB + ", which is not installed"
-		case !a.parsed && a.FixedVersion != "":
+		case a.kb != "":
+			f.KB = a.kb
+			f.Reason = "the fix is known only as " + a.kb + ", which is not installed"
+		case !a.parsed && a.fixedVersion != "":
 			// A Click-to-Run release of a month, a vendor's note.
-			f.Fixed = a.FixedVersion
-			f.Reason = "the fix is known only as “" + a.FixedVersion + "”, which cannot be compared with the installed version"
-			if a.SourceURL != nil {
-				f.Reason += " (see " + *a.SourceURL + ")"
+			f.Fixed = a.fixedVersion
+			f.Reason = "the fix is known only as “" + a.fixedVersion + "”, which cannot be compared with the installed version"
+			if a.sourceURL != "" {
+				f.Reason += " (see " + a.sourceURL + ")"
 			}
 		}
 		return f, true
@@ -187,7 +187,7 @@ func matchEntry(en *entry, item device.Software) (Finding, bool) {
 				continue
 			}
 			if in && (fix == nil || less(usable[i].fixed, fix.fixed)) {
-				fix = &usable[i]
+				fix = usable[i]
 			}
 		}
 	} else {
@@ -200,22 +200,22 @@ func matchEntry(en *entry, item device.Software) (Finding, bool) {
 		}
 		return f, false
 	}
-	f.Status, f.Fixed, f.KB = Affected, fix.FixedVersion, fix.KB
+	f.Status, f.Fixed, f.KB = Affected, fix.fixedVersion, fix.kb
 	f.EOLFrom, f.EOESFrom = fix.eolFrom, fix.eoesFrom
 	return f, true
 }
 
 // byBranch is rule 4 of Match: the atom whose fix applies to v, nil when
 // v is not affected.
-func byBranch(atoms []atom, v version.Version) *atom {
+func byBranch(atoms []*atom, v version.Version) *atom {
 	sort.SliceStable(atoms, func(i, j int) bool { return less(atoms[i].fixed, atoms[j].fixed) })
 	var below, above *atom
-	for i := range atoms {
-		c, _ := v.Compare(atoms[i].fixed)
+	for _, a := range atoms {
+		c, _ := v.Compare(a.fixed)
 		if c >= 0 {
-			below = &atoms[i]
+			below = a
 		} else if above == nil {
-			above = &atoms[i]
+			above = a
 		}
 	}
 	if above == nil {

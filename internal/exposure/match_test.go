@@ -13,14 +13,7 @@ func str(s string) *string { return &s }
 func indexOf(records ...*cve.Record) *Index {
 	x := NewIndex()
 	for _, r := range records {
-		e := &cveEntry{risk: Risk{CVEID: r.CVEID}}
-		for _, en := range entriesOf(r) {
-			for _, k := range productKeys(en.ecosystem, en.product) {
-				x.products[k] = append(x.products[k], en)
-				e.keys = append(e.keys, k)
-			}
-		}
-		x.cves[r.CVEID] = e
+		x.insert(&cveEntry{risk: Risk{CVEID: r.CVEID}, products: x.pool.productsOf(r)})
 	}
 	return x
 }

@@ -1,0 +1,75 @@
+package exposure_test
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"testing"
+	"time"
+
+	catalogsqlite "github.com/patchline/patchline/internal/catalog/sqlite"
+	"github.com/patchline/patchline/internal/exposure"
+)
+
+// BenchmarkIndexRefresh builds the exposure index of the catalog at
+// PATCHLINE_BENCH_CATALOG (a catalog.db, such as the one make bench
+// ingests: 300,000 CVEs) and reports the heap it keeps, the memory serve
+// holds for it once the control store has agents. With
+// PATCHLINE_BENCH_HEAPPROFILE set, the profile of the heap with the index
+// built is written there.
+//
+//	PATCHLINE_BENCH_CATALOG=/tmp/patchline-bench/data/catalog.db \
+//	  go test ./bench/exposure -run '^$' -bench IndexRefresh -benchtime 1x
+func BenchmarkIndexRefresh(b *testing.B) {
+	path := os.Getenv("PATCHLINE_BENCH_CATALOG")
+	if path == "" {
+		b.Skip("PATCHLINE_BENCH_CATALOG is not set: it names the catalog.db whose index is measured")
+	}
+	ctx := context.Background()
+	cat, err := catalogsqlite.Open(ctx, path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cat.Close()
+	for range b.N {
+		base := liveHeap()
+		start := time.Now()
+		x := exposure.NewIndex()
+		up, err := x.Refresh(ctx, cat)
+		if err != nil {
+			b.Fatal(err)
+		}
+		took := time.Since(start)
+		heap := liveHeap() - base
+		b.ReportMetric(float64(x.Len()), "cves")
+		b.ReportMetric(float64(up.Records), "records-read")
+		b.ReportMetric(float64(heap)/(1<<20), "index-MiB")
+		b.ReportMetric(took.Seconds(), "build-s")
+		if out := os.Getenv("PATCHLINE_BENCH_HEAPPROFILE"); out != "" {
+			writeHeapProfile(b, out)
+		}
+		runtime.KeepAlive(x)
+	}
+}
+
+// writeHeapProfile writes the profile of the live heap to path.
+func writeHeapProfile(b *testing.B, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// liveHeap returns the bytes of the heap in use after a collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}

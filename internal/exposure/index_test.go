@@ -1,0 +1,122 @@
+package exposure
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/patchline/patchline/internal/cve"
+	"github.com/patchline/patchline/internal/device"
+	"github.com/patchline/patchline/internal/errs"
+)
+
+// mapCatalog is a catalog of records held in a map, for Refresh: it
+// answers Walk and Record.
+type mapCatalog struct {
+	cve.Catalog
+	records  map[string]*cve.Record
+	modified map[string]time.Time
+}
+
+func (c *mapCatalog) Walk(ctx context.Context, after string, fn func(cve.Summary) error) error {
+	var ids []string
+	for id := range c.records {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, cve.Compare)
+	for _, id := range ids {
+		m := c.modified[id]
+		r := c.records[id]
+		if err := fn(cve.Summary{CVEID: id, ModifiedAt: &m, HasRemediation: len(r.Remediation.Products) > 0}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *mapCatalog) Record(ctx context.Context, id string) (*cve.Record, error) {
+	if r, ok := c.records[id]; ok {
+		return r, nil
+	}
+	return nil, errs.ErrNotFound
+}
+
+func windowsFix(id, build, kb string) *cve.Record {
+	return &cve.Record{CVEID: id, Remediation: cve.Remediation{Available: true, Products: []cve.Product{
+		{Ecosystem: "Windows", Product: "Windows 11 Version 23H2 for x64-based Systems", Atoms: []cve.Atom{
+			{FixedVersion: build, KB: kb, SourceURL: str("https://msrc.microsoft.com/update-guide/vulnerability/" + id)},
+		}},
+	}}}
+}
+
+// fixedOf returns the fixed version of each affected finding, by CVE.
+func fixedOf(findings []Finding) map[string]string {
+	out := map[string]string{}
+	for _, f := range findings {
+		if f.Status == Affected {
+			out[f.CVEID] = f.Fixed
+		}
+	}
+	return out
+}
+
+// TestRefreshSharesAndForgets refreshes an index as its catalog changes:
+// CVEs fixed by the same update share the product's atoms, and a change or
+// a removal of one of them leaves the others as they were.
+func TestRefreshSharesAndForgets(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2024, 11, 12, 18, 0, 0, 0, time.UTC)
+	cat := &mapCatalog{
+		records: map[string]*cve.Record{
+			"CVE-2024-43451": windowsFix("CVE-2024-43451", "10.0.22631.4460", "KB5046633"),
+			"CVE-2024-49039": windowsFix("CVE-2024-49039", "10.0.22631.4460", "KB5046633"),
+			"CVE-2021-44228": log4j,
+		},
+		modified: map[string]time.Time{"CVE-2024-43451": t0, "CVE-2024-49039": t0, "CVE-2021-44228": t0},
+	}
+	x := NewIndex()
+	if _, err := x.Refresh(ctx, cat); err != nil {
+		t.Fatal(err)
+	}
+	a, b := x.cves["CVE-2024-43451"], x.cves["CVE-2024-49039"]
+	if a == nil || b == nil || len(a.products) != 1 || a.products[0] != b.products[0] {
+		t.Fatalf("two CVEs fixed by one update do not share its atoms: %+v %+v", a, b)
+	}
+	pc := device.Inventory{Software: []device.Software{{Name: "Windows 11 Version 23H2", Version: "10.0.22631.4317", Ecosystem: "Windows", Arch: "x64"}}}
+	match := func() map[string]string {
+		findings, _ := x.Match(pc)
+		return fixedOf(findings)
+	}
+	want := map[string]string{"CVE-2024-43451": "10.0.22631.4460", "CVE-2024-49039": "10.0.22631.4460"}
+	if got := match(); !maps.Equal(got, want) {
+		t.Fatalf("before the change: %v, want %v", got, want)
+	}
+
+	cat.records["CVE-2024-49039"] = windowsFix("CVE-2024-49039", "10.0.22631.4602", "KB5048685")
+	cat.modified["CVE-2024-49039"] = t0.Add(24 * time.Hour)
+	up, err := x.Refresh(ctx, cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up.Records != 1 || !slices.Contains(up.Keys, Key("Windows", "Windows 11 Version 23H2")) {
+		t.Fatalf("refresh after one change: read %d records, keys %q", up.Records, up.Keys)
+	}
+	want = map[string]string{"CVE-2024-43451": "10.0.22631.4460", "CVE-2024-49039": "10.0.22631.4602"}
+	if got := match(); !maps.Equal(got, want) {
+		t.Fatalf("after the change: %v, want %v", got, want)
+	}
+
+	delete(cat.records, "CVE-2024-43451")
+	if _, err := x.Refresh(ctx, cat); err != nil {
+		t.Fatal(err)
+	}
+	want = map[string]string{"CVE-2024-49039": "10.0.22631.4602"}
+	if got := match(); !maps.Equal(got, want) {
+		t.Fatalf("after the removal: %v, want %v", got, want)
+	}
+	if x.Len() != 2 {
+		t.Fatalf("index holds %d CVEs, want 2", x.Len())
+	}
+}
