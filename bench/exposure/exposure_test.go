@@ -22,7 +22,7 @@ import (
 
 	"github.com/patchline/patchline/internal/apikey"
 	catalogsqlite "github.com/patchline/patchline/internal/catalog/sqlite"
-	controlsqlite "github.com/patchline/patchline/internal/control/sqlite"
+	"github.com/patchline/patchline/internal/control/sqlstore"
 	"github.com/patchline/patchline/internal/controlapi"
 	"github.com/patchline/patchline/internal/device"
 	"github.com/patchline/patchline/internal/exposure"
@@ -114,7 +114,7 @@ func build(b *testing.B) (*fixture, error) {
 	if _, err := ingest.Run(ctx, cat, ingest.SampleSources(), ingest.Options{}); err != nil {
 		return nil, err
 	}
-	store, err := controlsqlite.Open(ctx, filepath.Join(dir, "control.db"))
+	store, err := sqlstore.OpenSQLite(ctx, filepath.Join(dir, "control.db"))
 	if err != nil {
 		return nil, err
 	}

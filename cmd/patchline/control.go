@@ -20,8 +20,7 @@ import (
 	"github.com/patchline/patchline/internal/audit"
 	"github.com/patchline/patchline/internal/console"
 	"github.com/patchline/patchline/internal/control"
-	controlpg "github.com/patchline/patchline/internal/control/postgres"
-	"github.com/patchline/patchline/internal/control/sqlite"
+	"github.com/patchline/patchline/internal/control/sqlstore"
 	"github.com/patchline/patchline/internal/controlapi"
 	"github.com/patchline/patchline/internal/exposure"
 	"github.com/patchline/patchline/internal/httpx"
@@ -129,8 +128,8 @@ func expireCommands(ctx context.Context, store control.Store, logger *slog.Logge
 // postgres:// or postgresql:// URL, else SQLite for a file path or
 // sqlite:PATH.
 func openControlStore(ctx context.Context, dsn string) (control.Store, error) {
-	if controlpg.IsDSN(dsn) {
-		s, err := controlpg.Open(ctx, dsn)
+	if sqlstore.IsPostgresDSN(dsn) {
+		s, err := sqlstore.OpenPostgres(ctx, dsn)
 		if err != nil {
 			return nil, fmt.Errorf("control store %s: %w", redactDSN(dsn), err)
 		}
@@ -140,7 +139,7 @@ func openControlStore(ctx context.Context, dsn string) (control.Store, error) {
 	if !ok {
 		return nil, fmt.Errorf("control store DSN %q: want a file path, sqlite:PATH or postgres://…", dsn)
 	}
-	return sqlite.Open(ctx, path)
+	return sqlstore.OpenSQLite(ctx, path)
 }
 
 // controlFlags are the flags of the subcommands that work on the control

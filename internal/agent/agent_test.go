@@ -17,7 +17,7 @@ import (
 
 	"github.com/patchline/patchline/internal/agentproto"
 	"github.com/patchline/patchline/internal/apikey"
-	"github.com/patchline/patchline/internal/control/sqlite"
+	"github.com/patchline/patchline/internal/control/sqlstore"
 	"github.com/patchline/patchline/internal/controlapi"
 	"github.com/patchline/patchline/internal/device"
 )
@@ -70,7 +70,7 @@ func (f *fakeEndpoint) executed() []device.CommandType {
 // check-ins it sees.
 type testServer struct {
 	t        *testing.T
-	store    *sqlite.Store
+	store    *sqlstore.Store
 	url      string
 	secret   string
 	down     atomic.Bool
@@ -81,7 +81,7 @@ type testServer struct {
 func newTestServer(t *testing.T) *testServer {
 	t.Helper()
 	ctx := context.Background()
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "control.db"))
+	store, err := sqlstore.OpenSQLite(ctx, filepath.Join(t.TempDir(), "control.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/patchline/patchline/internal/admin"
 	"github.com/patchline/patchline/internal/apikey"
 	"github.com/patchline/patchline/internal/audit"
-	"github.com/patchline/patchline/internal/control/sqlite"
+	"github.com/patchline/patchline/internal/control/sqlstore"
 	"github.com/patchline/patchline/internal/device"
 )
 
@@ -47,7 +47,7 @@ func (c *clock) Add(d time.Duration) {
 // env is a console on a fresh store, served over HTTP.
 type env struct {
 	t     *testing.T
-	store *sqlite.Store
+	store *sqlstore.Store
 	srv   *Server
 	http  *httptest.Server
 	clock *clock
@@ -56,7 +56,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	ctx := context.Background()
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "control.db"))
+	store, err := sqlstore.OpenSQLite(ctx, filepath.Join(t.TempDir(), "control.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

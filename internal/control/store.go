@@ -1,10 +1,10 @@
 // Package control names what the control service needs from its store, and
 // copies a control store from one backend to another.
 //
-// The stores themselves live in internal/control/sqlite (one database file,
-// for a single replica) and internal/control/postgres (one database shared
-// by any number of serve replicas). Both pass the suite of
-// internal/control/controltest.
+// The store itself lives in internal/control/sqlstore, one implementation
+// over SQLite (one database file, for a single replica) and PostgreSQL (one
+// database shared by any number of serve replicas). It passes the suite of
+// internal/control/controltest on both.
 package control
 
 import (

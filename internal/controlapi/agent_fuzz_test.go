@@ -14,7 +14,7 @@ import (
 
 	"github.com/patchline/patchline/internal/agentproto"
 	"github.com/patchline/patchline/internal/apikey"
-	"github.com/patchline/patchline/internal/control/sqlite"
+	"github.com/patchline/patchline/internal/control/sqlstore"
 	"github.com/patchline/patchline/internal/device"
 	"github.com/patchline/patchline/internal/httpx"
 )
@@ -31,7 +31,7 @@ type agentFuzzEnv struct {
 func newAgentFuzzEnv(tb testing.TB) *agentFuzzEnv {
 	tb.Helper()
 	ctx := context.Background()
-	store, err := sqlite.Open(ctx, filepath.Join(tb.TempDir(), "control.db"))
+	store, err := sqlstore.OpenSQLite(ctx, filepath.Join(tb.TempDir(), "control.db"))
 	if err != nil {
 		tb.Fatal(err)
 	}

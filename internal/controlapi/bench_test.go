@@ -15,7 +15,7 @@ import (
 
 	"github.com/patchline/patchline/internal/agentproto"
 	"github.com/patchline/patchline/internal/apikey"
-	"github.com/patchline/patchline/internal/control/sqlite"
+	"github.com/patchline/patchline/internal/control/sqlstore"
 	"github.com/patchline/patchline/internal/device"
 )
 
@@ -27,7 +27,7 @@ import (
 // many agents at once as on a server.
 func BenchmarkCheckIn(b *testing.B) {
 	ctx := context.Background()
-	store, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "control.db"))
+	store, err := sqlstore.OpenSQLite(ctx, filepath.Join(b.TempDir(), "control.db"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/patchline/patchline/internal/agentproto"
 	"github.com/patchline/patchline/internal/apikey"
 	"github.com/patchline/patchline/internal/audit"
-	"github.com/patchline/patchline/internal/control/sqlite"
+	"github.com/patchline/patchline/internal/control/sqlstore"
 	"github.com/patchline/patchline/internal/device"
 	"github.com/patchline/patchline/internal/httpx"
 )
@@ -58,7 +58,7 @@ func spec(tb testing.TB) (*openapi3.T, routers.Router) {
 // enrollment secret.
 type env struct {
 	t            *testing.T
-	store        *sqlite.Store
+	store        *sqlstore.Store
 	srv          *Server
 	key          string // full non-privileged key
 	keyID        string
@@ -70,7 +70,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	ctx := context.Background()
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "control.db"))
+	store, err := sqlstore.OpenSQLite(ctx, filepath.Join(t.TempDir(), "control.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

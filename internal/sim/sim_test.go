@@ -16,15 +16,15 @@ import (
 	"github.com/patchline/patchline/internal/agent"
 	"github.com/patchline/patchline/internal/agentproto"
 	"github.com/patchline/patchline/internal/apikey"
-	"github.com/patchline/patchline/internal/control/sqlite"
+	"github.com/patchline/patchline/internal/control/sqlstore"
 	"github.com/patchline/patchline/internal/controlapi"
 	"github.com/patchline/patchline/internal/device"
 )
 
-func newServer(t *testing.T) (*sqlite.Store, string, string) {
+func newServer(t *testing.T) (*sqlstore.Store, string, string) {
 	t.Helper()
 	ctx := context.Background()
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "control.db"))
+	store, err := sqlstore.OpenSQLite(ctx, filepath.Join(t.TempDir(), "control.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,8 @@
-// Package schema holds what the two control stores share of their tables:
+// Package schema holds what the control store's queries share of its tables:
 // the column lists and orderings of their queries, and the conversions
 // between rows and domain values that do not depend on the database driver.
-// The stores (internal/control/sqlite and internal/control/postgres) keep
-// the same tables with the same columns, so that a control store can be
+// The store (internal/control/sqlstore) keeps the same tables with the
+// same columns on SQLite and PostgreSQL, so that a control store can be
 // copied from one to the other and lists order alike on both.
 package schema
 

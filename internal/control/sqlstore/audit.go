@@ -1,4 +1,4 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
@@ -6,50 +6,36 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
+	"database/sql"
 
 	"github.com/patchline/patchline/internal/audit"
 	"github.com/patchline/patchline/internal/control/schema"
 )
 
 // AppendAudit implements audit.Log. The transaction takes auditLock before
-// it reads the head of the chain and holds it to its commit: appends from
-// every replica follow each other, so that each chains to the one before
-// and the chain never forks.
+// it reads the head of the chain and holds it to its commit (on SQLite the
+// write transaction, which begins IMMEDIATE, is that lock): appends from
+// every replica and process follow each other, so that each chains to the
+// one before and the chain never forks.
 func (s *Store) AppendAudit(ctx context.Context, e *audit.Entry) error {
-	// PostgreSQL's text holds valid UTF-8 only: the entry is hashed as it
-	// is stored.
+	// The entry is hashed as it is stored.
 	for _, f := range []*string{&e.Actor, &e.KeyID, &e.Action, &e.Method, &e.Path, &e.ClientAddress} {
-		*f = pgText(*f)
+		*f = s.d.text(*f)
 	}
 	if len(e.Details) > 0 {
-		e.Details = []byte(pgText(string(e.Details)))
+		e.Details = []byte(s.d.text(string(e.Details)))
 	}
-	err := s.write(ctx, func(tx pgx.Tx) error {
-		// The lock and the read of the head in one round trip: the lock
-		// is held from here to the commit.
-		batch := &pgx.Batch{}
-		batch.Queue(`SELECT pg_advisory_xact_lock($1)`, auditLock)
-		batch.Queue(`SELECT id, hash FROM audit_log ORDER BY id DESC LIMIT 1`)
-		br := tx.SendBatch(ctx, batch)
-		if _, err := br.Exec(); err != nil {
-			br.Close()
+	err := s.write(ctx, func(tx querier) error {
+		if err := s.lock(ctx, tx, auditLock, ""); err != nil {
 			return err
 		}
-		var prevID int64
-		var prevHash []byte
-		err := br.QueryRow().Scan(&prevID, &prevHash)
-		if errors.Is(err, pgx.ErrNoRows) {
-			prevID, prevHash, err = 0, audit.GenesisHash, nil
-		}
-		if cerr := br.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		prevID, prevHash := int64(0), audit.GenesisHash
+		err := tx.QueryRow(ctx, sqlLastAudit).Scan(&prevID, &prevHash)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
 		e.Chain(prevID, prevHash)
-		_, err = tx.Exec(ctx, `INSERT INTO audit_log (`+schema.AuditColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+		_, err = tx.Exec(ctx, sqlInsertAudit,
 			e.ID, ms(e.Time), e.Actor, e.KeyID, e.Action, e.Method, e.Path, e.Status, e.ClientAddress,
 			nullBytes(e.Details), e.PrevHash, e.Hash)
 		return err
@@ -60,15 +46,21 @@ func (s *Store) AppendAudit(ctx context.Context, e *audit.Entry) error {
 	return nil
 }
 
+// The statements of an append: every API request appends.
+const (
+	sqlLastAudit   = `SELECT id, hash FROM audit_log ORDER BY id DESC LIMIT 1`
+	sqlInsertAudit = `INSERT INTO audit_log (` + schema.AuditColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+)
+
 // FindAuditEntries implements audit.Log.
 func (s *Store) FindAuditEntries(ctx context.Context, f audit.Filter) ([]*audit.Entry, error) {
 	var where []string
 	var a args
 	if f.KeyID != "" {
-		where = append(where, `key_id = `+a.add(pgText(f.KeyID)))
+		where = append(where, `key_id = `+a.add(f.KeyID))
 	}
 	if f.Action != "" {
-		where = append(where, `action = `+a.add(pgText(f.Action)))
+		where = append(where, `action = `+a.add(f.Action))
 	}
 	if f.Before > 0 {
 		where = append(where, `id < `+a.add(f.Before))
@@ -81,7 +73,7 @@ func (s *Store) FindAuditEntries(ctx context.Context, f audit.Filter) ([]*audit.
 	if f.Limit > 0 {
 		query += ` LIMIT ` + a.add(f.Limit)
 	}
-	rows, err := s.pool.Query(ctx, query, a...)
+	rows, err := s.rq().Query(ctx, query, a...)
 	if err != nil {
 		return nil, fmt.Errorf("find audit entries: %w", err)
 	}
@@ -106,7 +98,7 @@ func (s *Store) WalkAudit(ctx context.Context, fn func(*audit.Entry) error) erro
 	const page = 1000
 	var after int64
 	for {
-		rows, err := s.pool.Query(ctx, `SELECT `+schema.AuditColumns+` FROM audit_log WHERE id > $1 ORDER BY id LIMIT $2`, after, page)
+		rows, err := s.rq().Query(ctx, `SELECT `+schema.AuditColumns+` FROM audit_log WHERE id > ? ORDER BY id LIMIT ?`, after, page)
 		if err != nil {
 			return fmt.Errorf("walk audit log: %w", err)
 		}

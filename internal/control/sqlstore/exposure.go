@@ -1,24 +1,24 @@
-package sqlite
+package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
+
+	"database/sql"
 
 	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/exposure"
 )
 
-var _ exposure.Store = (*Store)(nil)
-
 // HasAgents implements exposure.Store.
 func (s *Store) HasAgents(ctx context.Context) (bool, error) {
 	var has bool
-	err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM agents WHERE removed_at IS NULL)`).Scan(&has)
+	err := s.rq().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM agents WHERE removed_at IS NULL)`).Scan(&has)
 	if err != nil {
 		return false, fmt.Errorf("look for agents: %w", err)
 	}
@@ -26,9 +26,11 @@ func (s *Store) HasAgents(ctx context.Context) (bool, error) {
 }
 
 // PendingExposure implements exposure.Store. A removed agent comes with
-// an empty inventory, so that its findings are cleared.
+// an empty inventory, so that its findings are cleared. Replicas may take
+// the same agents: PutExposure of one agent is serialized, and its token
+// keeps a newer change queued.
 func (s *Store) PendingExposure(ctx context.Context, limit int) ([]exposure.Pending, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT q.agent_id, q.token, coalesce(a.inventory, ''), a.removed_at IS NOT NULL OR a.id IS NULL
+	rows, err := s.rq().Query(ctx, `SELECT q.agent_id, q.token, coalesce(a.inventory, ''), a.removed_at IS NOT NULL OR a.id IS NULL
 		FROM exposure_queue q LEFT JOIN agents a ON a.id = q.agent_id
 		ORDER BY q.agent_id LIMIT ?`, limit)
 	if err != nil {
@@ -55,91 +57,107 @@ func (s *Store) PendingExposure(ctx context.Context, limit int) ([]exposure.Pend
 	return out, rows.Err()
 }
 
-// The statements of PutExposure, prepared at Open (see preparedTx): it
-// runs them for every agent whose inventory changed, many per finding.
+// The statements of PutExposure, prepared at Open on SQLite: it runs them
+// for every agent whose inventory changed, many per finding.
 const (
 	sqlAgentStatuses = `SELECT cve_key, min(status) FROM agent_vulnerabilities WHERE agent_id = ? GROUP BY cve_key`
 	sqlAgentFixes    = `SELECT DISTINCT cve_key, ecosystem, product, fixed, kb, eol_from
 		FROM agent_vulnerabilities WHERE agent_id = ? AND status = 'affected'`
 	sqlDeleteAgentVulnerabilities = `DELETE FROM agent_vulnerabilities WHERE agent_id = ?`
-	sqlInsertAgentVulnerability   = `INSERT OR IGNORE INTO agent_vulnerabilities
-		(agent_id, cve_key, cve_id, ecosystem, product, package, installed, fixed, kb, status, reason, eol_from, eoes_from)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	sqlDeleteAgentProducts = `DELETE FROM agent_products WHERE agent_id = ?`
-	sqlInsertAgentProduct  = `INSERT OR IGNORE INTO agent_products (product_key, agent_id) VALUES (?, ?)`
-	sqlDequeueExposure     = `DELETE FROM exposure_queue WHERE agent_id = ? AND token = ?`
-	sqlDecrementFix        = `UPDATE cve_fixes SET agents = agents - 1
+	agentVulnerabilityColumns     = `agent_id, cve_key, cve_id, ecosystem, product, package, installed, fixed, kb, status, reason, eol_from, eoes_from`
+	sqlDeleteAgentProducts        = `DELETE FROM agent_products WHERE agent_id = ?`
+	sqlDequeueExposure            = `DELETE FROM exposure_queue WHERE agent_id = ? AND token = ?`
+	sqlDecrementFix               = `UPDATE cve_fixes SET agents = agents - 1
 		WHERE cve_key = ? AND ecosystem = ? AND product = ? AND fixed = ? AND kb = ? AND eol_from = ?`
 	sqlIncrementFix = `INSERT INTO cve_fixes (cve_key, ecosystem, product, fixed, kb, eol_from, agents)
-		VALUES (?, ?, ?, ?, ?, ?, 1) ON CONFLICT DO UPDATE SET agents = agents + 1`
+		VALUES (?, ?, ?, ?, ?, ?, 1)
+		ON CONFLICT (cve_key, ecosystem, product, fixed, kb, eol_from) DO UPDATE SET agents = cve_fixes.agents + 1`
 	sqlDeleteUnusedFixes = `DELETE FROM cve_fixes WHERE agents <= 0`
 	sqlAddCounts         = `INSERT INTO cve_exposure (cve_key, affected, unknown) VALUES (?, ?, ?)
-		ON CONFLICT (cve_key) DO UPDATE SET affected = affected + excluded.affected, unknown = unknown + excluded.unknown`
-	sqlDeleteZeroCounts = `DELETE FROM cve_exposure WHERE affected <= 0 AND unknown <= 0`
+		ON CONFLICT (cve_key) DO UPDATE SET affected = cve_exposure.affected + excluded.affected, unknown = cve_exposure.unknown + excluded.unknown`
+	riskColumns  = `cve_key, cve_id, kev, epss, cvss, severity, description`
+	riskConflict = `ON CONFLICT (cve_key) DO UPDATE SET cve_id = excluded.cve_id, kev = excluded.kev, epss = excluded.epss,
+		cvss = excluded.cvss, severity = excluded.severity, description = excluded.description`
 )
 
-// exposureQueries are the statements of PutExposure.
+// sqlCVEFixes selects the fixes of one CVE, for each CVE of a page.
+const sqlCVEFixes = `SELECT ecosystem, product, fixed, kb, eol_from FROM cve_fixes
+	WHERE cve_key = ? ORDER BY ecosystem, product, fixed LIMIT 50`
+
+// exposureQueries are the statements of PutExposure and PutRisks.
 var exposureQueries = []string{
-	sqlAgentStatuses, sqlAgentFixes, sqlDeleteAgentVulnerabilities, sqlInsertAgentVulnerability,
-	sqlDeleteAgentProducts, sqlInsertAgentProduct, sqlDequeueExposure,
-	sqlDecrementFix, sqlIncrementFix, sqlDeleteUnusedFixes, sqlAddCounts, sqlDeleteZeroCounts,
+	sqlAgentStatuses, sqlAgentFixes, sqlDeleteAgentVulnerabilities, insertOne("agent_vulnerabilities", agentVulnerabilityColumns, 13, doNothing),
+	sqlDeleteAgentProducts, insertOne("agent_products", "product_key, agent_id", 2, doNothing), sqlDequeueExposure,
+	sqlDecrementFix, sqlIncrementFix, sqlDeleteUnusedFixes, sqlAddCounts, insertOne("cve_risks", riskColumns, 7, riskConflict),
 }
 
 // PutExposure implements exposure.Store. It keeps the per-CVE counts of
-// cve_exposure in the same transaction.
+// cve_exposure and cve_fixes in the same transaction, under a lock of the
+// agent so that two replicas evaluating it do not count it twice.
 func (s *Store) PutExposure(ctx context.Context, agentID, token string, keys []string, findings []exposure.Finding) error {
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		// The transaction ends when ctx does, after the statement under
-		// way; the statements, one per finding, need not each watch ctx
-		// as well (the driver starts a goroutine apiece for that).
-		ctx := context.WithoutCancel(ctx)
-		q := s.prepared(tx)
-		old, err := agentStatuses(ctx, q, agentID)
+	agentID = s.d.text(agentID)
+	err := s.write(ctx, func(tx querier) error {
+		if err := s.lock(ctx, tx, exposureLock, agentID); err != nil {
+			return err
+		}
+		qctx := ctx
+		if s.d.unwatched {
+			// The transaction ends when ctx does, after the statement
+			// under way; the statements, one per finding, need not each
+			// watch ctx as well.
+			qctx = context.WithoutCancel(ctx)
+		}
+		old, err := agentStatuses(qctx, tx, agentID)
 		if err != nil {
 			return err
 		}
-		oldFixes, err := agentFixes(ctx, q, agentID)
+		oldFixes, err := agentFixes(qctx, tx, agentID)
 		if err != nil {
 			return err
 		}
-		if _, err := q.ExecContext(ctx, sqlDeleteAgentVulnerabilities, agentID); err != nil {
+		if _, err := tx.Exec(qctx, sqlDeleteAgentVulnerabilities, agentID); err != nil {
 			return err
 		}
 		cur := map[int64]exposure.Status{}
 		curFixes := map[fixRow]bool{}
+		rows := make([][]any, 0, len(findings))
 		for _, f := range findings {
 			key, ok := cve.Key(f.CVEID)
 			if !ok {
 				continue
 			}
+			f = s.cleanFinding(f)
 			if f.Status == exposure.Affected {
 				curFixes[fixRow{key, f.Ecosystem, f.Product, f.Fixed, f.KB, f.EOLFrom}] = true
 			}
-			if _, err := q.ExecContext(ctx, sqlInsertAgentVulnerability, agentID, key, f.CVEID, f.Ecosystem, f.Product, f.Package, f.Installed,
-				f.Fixed, f.KB, string(f.Status), f.Reason, f.EOLFrom, f.EOESFrom); err != nil {
-				return err
-			}
+			rows = append(rows, []any{agentID, key, f.CVEID, f.Ecosystem, f.Product, f.Package, f.Installed,
+				f.Fixed, f.KB, string(f.Status), f.Reason, f.EOLFrom, f.EOESFrom})
 			if cur[key] != exposure.Affected {
 				cur[key] = f.Status
 			}
 		}
-		if err := adjustCounts(ctx, q, old, cur); err != nil {
+		if err := s.insertRows(qctx, tx, "agent_vulnerabilities", agentVulnerabilityColumns, doNothing, rows); err != nil {
 			return err
 		}
-		if err := adjustFixes(ctx, q, oldFixes, curFixes); err != nil {
+		if err := adjustCounts(qctx, tx, old, cur); err != nil {
 			return err
 		}
-		if _, err := q.ExecContext(ctx, sqlDeleteAgentProducts, agentID); err != nil {
+		if err := adjustFixes(qctx, tx, oldFixes, curFixes); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(qctx, sqlDeleteAgentProducts, agentID); err != nil {
 			return err
 		}
 		if token != "removed" {
-			for _, k := range keys {
-				if _, err := q.ExecContext(ctx, sqlInsertAgentProduct, k, agentID); err != nil {
-					return err
-				}
+			rows := make([][]any, len(keys))
+			for i, k := range keys {
+				rows[i] = []any{k, agentID}
+			}
+			if err := s.insertRows(qctx, tx, "agent_products", "product_key, agent_id", doNothing, rows); err != nil {
+				return err
 			}
 		}
-		_, err = q.ExecContext(ctx, sqlDequeueExposure, agentID, token)
+		_, err = tx.Exec(qctx, sqlDequeueExposure, agentID, token)
 		return err
 	})
 	if err != nil {
@@ -148,9 +166,18 @@ func (s *Store) PutExposure(ctx context.Context, agentID, token string, keys []s
 	return nil
 }
 
+// cleanFinding makes the text of a finding storable, so that the fixes
+// it counts are those stored.
+func (s *Store) cleanFinding(f exposure.Finding) exposure.Finding {
+	for _, p := range []*string{&f.Ecosystem, &f.Product, &f.Package, &f.Installed, &f.Fixed, &f.KB, &f.Reason, &f.EOLFrom, &f.EOESFrom} {
+		*p = s.d.text(*p)
+	}
+	return f
+}
+
 // agentStatuses returns the status of each CVE of an agent as stored.
 func agentStatuses(ctx context.Context, q querier, agentID string) (map[int64]exposure.Status, error) {
-	rows, err := q.QueryContext(ctx, sqlAgentStatuses, agentID)
+	rows, err := q.Query(ctx, `SELECT cve_key, min(status) FROM agent_vulnerabilities WHERE agent_id = ? GROUP BY cve_key`, agentID)
 	if err != nil {
 		return nil, err
 	}
@@ -174,9 +201,24 @@ type fixRow struct {
 	ecosystem, product, fixed, kb, eolFrom string
 }
 
+func (a fixRow) less(b fixRow) bool {
+	if a.cveKey != b.cveKey {
+		return a.cveKey < b.cveKey
+	}
+	x := []string{a.ecosystem, a.product, a.fixed, a.kb, a.eolFrom}
+	y := []string{b.ecosystem, b.product, b.fixed, b.kb, b.eolFrom}
+	for i := range x {
+		if x[i] != y[i] {
+			return x[i] < y[i]
+		}
+	}
+	return false
+}
+
 // agentFixes returns the fixes that apply to an agent's affected items.
 func agentFixes(ctx context.Context, q querier, agentID string) (map[fixRow]bool, error) {
-	rows, err := q.QueryContext(ctx, sqlAgentFixes, agentID)
+	rows, err := q.Query(ctx, `SELECT DISTINCT cve_key, ecosystem, product, fixed, kb, eol_from
+		FROM agent_vulnerabilities WHERE agent_id = ? AND status = 'affected'`, agentID)
 	if err != nil {
 		return nil, err
 	}
@@ -193,35 +235,52 @@ func agentFixes(ctx context.Context, q querier, agentID string) (map[fixRow]bool
 }
 
 // adjustFixes moves one agent's contribution to cve_fixes from old to cur.
-func adjustFixes(ctx context.Context, q querier, old, cur map[fixRow]bool) error {
-	changed := false
+// Rows are written in key order, so that two agents' transactions lock
+// them in the same order.
+func adjustFixes(ctx context.Context, tx querier, old, cur map[fixRow]bool) error {
+	type change struct {
+		f     fixRow
+		delta int
+	}
+	var changes []change
 	for f := range old {
-		if cur[f] {
-			continue
-		}
-		changed = true
-		if _, err := q.ExecContext(ctx, sqlDecrementFix, f.cveKey, f.ecosystem, f.product, f.fixed, f.kb, f.eolFrom); err != nil {
-			return err
+		if !cur[f] {
+			changes = append(changes, change{f, -1})
 		}
 	}
 	for f := range cur {
-		if old[f] {
+		if !old[f] {
+			changes = append(changes, change{f, 1})
+		}
+	}
+	if len(changes) == 0 {
+		return nil
+	}
+	sort.Slice(changes, func(i, j int) bool { return changes[i].f.less(changes[j].f) })
+	removed := false
+	for _, c := range changes {
+		f := c.f
+		if c.delta < 0 {
+			removed = true
+			if _, err := tx.Exec(ctx, sqlDecrementFix, f.cveKey, f.ecosystem, f.product, f.fixed, f.kb, f.eolFrom); err != nil {
+				return err
+			}
 			continue
 		}
-		if _, err := q.ExecContext(ctx, sqlIncrementFix, f.cveKey, f.ecosystem, f.product, f.fixed, f.kb, f.eolFrom); err != nil {
+		if _, err := tx.Exec(ctx, sqlIncrementFix, f.cveKey, f.ecosystem, f.product, f.fixed, f.kb, f.eolFrom); err != nil {
 			return err
 		}
 	}
-	if changed {
-		_, err := q.ExecContext(ctx, sqlDeleteUnusedFixes)
+	if removed {
+		_, err := tx.Exec(ctx, sqlDeleteUnusedFixes)
 		return err
 	}
 	return nil
 }
 
 // adjustCounts moves one agent's contribution to cve_exposure from old to
-// cur.
-func adjustCounts(ctx context.Context, q querier, old, cur map[int64]exposure.Status) error {
+// cur, in key order.
+func adjustCounts(ctx context.Context, tx querier, old, cur map[int64]exposure.Status) error {
 	delta := map[int64][2]int{}
 	add := func(key int64, st exposure.Status, n int) {
 		d := delta[key]
@@ -238,36 +297,45 @@ func adjustCounts(ctx context.Context, q querier, old, cur map[int64]exposure.St
 	for k, st := range cur {
 		add(k, st, 1)
 	}
+	keys := make([]int64, 0, len(delta))
 	for k, d := range delta {
-		if d[0] == 0 && d[1] == 0 {
-			continue
+		if d[0] != 0 || d[1] != 0 {
+			keys = append(keys, k)
 		}
-		if _, err := q.ExecContext(ctx, sqlAddCounts, k, d[0], d[1]); err != nil {
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	for _, k := range keys {
+		d := delta[k]
+		if _, err := tx.Exec(ctx, sqlAddCounts, k, d[0], d[1]); err != nil {
 			return err
 		}
 	}
-	_, err := q.ExecContext(ctx, sqlDeleteZeroCounts)
+	var a args
+	_, err := tx.Exec(ctx, `DELETE FROM cve_exposure WHERE cve_key IN `+in(&a, keys)+` AND affected <= 0 AND unknown <= 0`, a...)
 	return err
 }
 
 // QueueExposure implements exposure.Store.
 func (s *Store) QueueExposure(ctx context.Context, keys []string) (int, error) {
 	total := 0
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		for len(keys) > 0 {
-			n := min(len(keys), 500)
-			args := make([]any, n)
-			for i, k := range keys[:n] {
-				args[i] = k
-			}
-			keys = keys[n:]
-			res, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO exposure_queue (agent_id, token)
-				SELECT DISTINCT agent_id, hex(randomblob(8)) FROM agent_products WHERE product_key IN (`+placeholders(n)+`)`, args...)
+	err := s.write(ctx, func(tx querier) error {
+		total = 0
+		for rest := keys; len(rest) > 0; {
+			n := min(len(rest), 500)
+			var a args
+			list := in(&a, rest[:n])
+			rest = rest[n:]
+			res, err := tx.Exec(ctx, `INSERT INTO exposure_queue (agent_id, token)
+				SELECT agent_id, `+s.d.token+` FROM (
+					SELECT DISTINCT agent_id FROM agent_products WHERE product_key IN `+list+` ORDER BY agent_id) d
+				WHERE true ON CONFLICT (agent_id) DO UPDATE SET token = excluded.token`, a...)
 			if err != nil {
 				return err
 			}
-			c, _ := res.RowsAffected()
-			total += int(c)
+			total += int(rowsAffected(res))
 		}
 		return nil
 	})
@@ -282,23 +350,24 @@ func (s *Store) PutRisks(ctx context.Context, risks []exposure.Risk) error {
 	if len(risks) == 0 {
 		return nil
 	}
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		st, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO cve_risks (cve_key, cve_id, kev, epss, cvss, severity, description)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`)
-		if err != nil {
-			return err
+	byKey := map[int64]exposure.Risk{}
+	for _, r := range risks {
+		if key, ok := cve.Key(r.CVEID); ok {
+			byKey[key] = r // the last of one CVE wins
 		}
-		defer st.Close()
-		for _, r := range risks {
-			key, ok := cve.Key(r.CVEID)
-			if !ok {
-				continue
-			}
-			if _, err := st.ExecContext(ctx, key, r.CVEID, r.KEV, schema.OrMinus(r.EPSS), schema.OrMinus(r.CVSS), r.Severity, r.Description); err != nil {
-				return err
-			}
+	}
+	keys := make([]int64, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	err := s.write(ctx, func(tx querier) error {
+		rows := make([][]any, len(keys))
+		for i, key := range keys {
+			r := byKey[key]
+			rows[i] = []any{key, r.CVEID, r.KEV, schema.OrMinus(r.EPSS), schema.OrMinus(r.CVSS), r.Severity, r.Description}
 		}
-		return nil
+		return s.insertRows(ctx, tx, "cve_risks", riskColumns, riskConflict, rows)
 	})
 	if err != nil {
 		return fmt.Errorf("store CVE risks: %w", err)
@@ -309,16 +378,17 @@ func (s *Store) PutRisks(ctx context.Context, risks []exposure.Risk) error {
 // AgentVulnerabilities implements exposure.Store.
 func (s *Store) AgentVulnerabilities(ctx context.Context, agentID string) ([]exposure.AgentVulnerability, error) {
 	var out []exposure.AgentVulnerability
-	err := s.read(ctx, func(tx *sql.Tx) error {
-		var removed sql.NullInt64
-		err := tx.QueryRowContext(ctx, `SELECT removed_at FROM agents WHERE id = ?`, agentID).Scan(&removed)
-		if errors.Is(err, sql.ErrNoRows) || (err == nil && removed.Valid) {
+	err := s.read(ctx, func(tx querier) error {
+		out = nil
+		var removed *int64
+		err := tx.QueryRow(ctx, `SELECT removed_at FROM agents WHERE id = ?`, agentID).Scan(&removed)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && removed != nil) {
 			return schema.NotFound("agent", agentID)
 		}
 		if err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT `+schema.RiskColumns+`, `+schema.FindingColumns+`
+		rows, err := tx.Query(ctx, `SELECT `+schema.RiskColumns+`, `+schema.FindingColumns+`
 			FROM agent_vulnerabilities v JOIN cve_risks r ON r.cve_key = v.cve_key
 			WHERE v.agent_id = ? ORDER BY `+schema.RiskOrder+`, v.ecosystem, v.product, v.package, v.installed`, agentID)
 		if err != nil {
@@ -353,54 +423,47 @@ func (s *Store) AgentVulnerabilities(ctx context.Context, agentID string) ([]exp
 
 // FleetVulnerabilities implements exposure.Store.
 func (s *Store) FleetVulnerabilities(ctx context.Context, f exposure.FleetFilter) ([]exposure.FleetVulnerability, error) {
-	where := []string{`1`}
-	var args []any
+	where := []string{`true`}
+	var a args
 	if !f.IncludeUnknown {
 		where = append(where, `e.affected > 0`)
 	}
 	if f.KEV != nil {
-		where = append(where, `r.kev = ?`)
-		args = append(args, *f.KEV)
+		where = append(where, `r.kev = `+a.add(*f.KEV))
 	}
 	if c := f.After; c != nil {
 		where = append(where, `(r.kev < ? OR (r.kev = ? AND (r.epss < ? OR (r.epss = ? AND (r.cvss < ? OR (r.cvss = ? AND r.cve_key > ?))))))`)
-		args = append(args, c.KEV, c.KEV, c.EPSS, c.EPSS, c.CVSS, c.CVSS, c.CVEKey)
+		a = append(a, c.KEV, c.KEV, c.EPSS, c.EPSS, c.CVSS, c.CVSS, c.CVEKey)
 	}
 	query := `SELECT ` + schema.RiskColumns + `, e.affected, e.unknown FROM cve_exposure e JOIN cve_risks r ON r.cve_key = e.cve_key
 		WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY ` + schema.RiskOrder
 	if f.Limit > 0 {
-		query += ` LIMIT ?`
-		args = append(args, f.Limit)
+		query += ` LIMIT ` + a.add(f.Limit)
 	}
 	var out []exposure.FleetVulnerability
-	err := s.read(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, query, args...)
+	err := s.read(ctx, func(tx querier) error {
+		out = nil
+		rows, err := tx.Query(ctx, query, a...)
 		if err != nil {
 			return err
 		}
 		for rows.Next() {
 			var v exposure.FleetVulnerability
-			a := schema.ScanRisk(&v.Risk, &v.Affected, &v.Unknown)
-			if err := rows.Scan(a...); err != nil {
+			dst := schema.ScanRisk(&v.Risk, &v.Affected, &v.Unknown)
+			if err := rows.Scan(dst...); err != nil {
 				rows.Close()
 				return err
 			}
-			schema.FillRisk(&v.Risk, a)
+			schema.FillRisk(&v.Risk, dst)
 			out = append(out, v)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		fixes, err := tx.PrepareContext(ctx, `SELECT ecosystem, product, fixed, kb, eol_from FROM cve_fixes
-			WHERE cve_key = ? ORDER BY ecosystem, product, fixed LIMIT 50`)
-		if err != nil {
-			return err
-		}
-		defer fixes.Close()
 		for i := range out {
 			key, _ := cve.Key(out[i].CVEID)
-			rows, err := fixes.QueryContext(ctx, key)
+			rows, err := tx.Query(ctx, sqlCVEFixes, key)
 			if err != nil {
 				return err
 			}
@@ -431,30 +494,30 @@ func (s *Store) VulnerabilityAgents(ctx context.Context, f exposure.AgentFilter)
 	if !ok {
 		return nil, nil
 	}
-	where := []string{`v.cve_key = ?`}
-	args := []any{key}
+	var a args
+	where := []string{`v.cve_key = ` + a.add(key)}
 	if f.After != "" {
-		where = append(where, `v.agent_id > ?`)
-		args = append(args, f.After)
+		where = append(where, `v.agent_id > `+a.add(f.After))
 	}
 	query := `SELECT v.agent_id, a.hostname, coalesce(a.ring, ''), ` + schema.FindingColumns + `
 		FROM agent_vulnerabilities v JOIN agents a ON a.id = v.agent_id
 		WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY v.agent_id, v.ecosystem, v.product, v.package`
 	var out []exposure.CVEAgent
-	err := s.read(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, query, args...)
+	err := s.read(ctx, func(tx querier) error {
+		out = nil
+		rows, err := tx.Query(ctx, query, a...)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var a exposure.CVEAgent
+			var ag exposure.CVEAgent
 			var fi exposure.Finding
-			if err := rows.Scan(append([]any{&a.AgentID, &a.Hostname, &a.Ring}, schema.FindingArgs(&fi)...)...); err != nil {
+			if err := rows.Scan(append([]any{&ag.AgentID, &ag.Hostname, &ag.Ring}, schema.FindingArgs(&fi)...)...); err != nil {
 				return err
 			}
 			fi.CVEID = f.CVEID
-			out = exposure.AddFinding(out, a, fi)
+			out = exposure.AddFinding(out, ag, fi)
 		}
 		return rows.Err()
 	})
@@ -462,23 +525,4 @@ func (s *Store) VulnerabilityAgents(ctx context.Context, f exposure.AgentFilter)
 		return nil, fmt.Errorf("agents of %s: %w", f.CVEID, err)
 	}
 	return f.Keep(out), nil
-}
-
-// insertRolloutAgents stores the agents a rollout targets; none means
-// every agent of its rings.
-func insertRolloutAgents(ctx context.Context, tx *sql.Tx, rolloutID string, agents []string) error {
-	if len(agents) == 0 {
-		return nil
-	}
-	st, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO rollout_agents (rollout_id, agent_id) VALUES (?, ?)`)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	for _, a := range agents {
-		if _, err := st.ExecContext(ctx, rolloutID, a); err != nil {
-			return err
-		}
-	}
-	return nil
 }

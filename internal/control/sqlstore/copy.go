@@ -1,21 +1,19 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
-	"strconv"
 	"strings"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/patchline/patchline/internal/control"
 )
 
 // DumpTables implements control.Copier, in one read-only snapshot.
 func (s *Store) DumpTables(ctx context.Context, fn func(t *control.Table, row []any) error) error {
-	return s.read(ctx, func(tx pgx.Tx) error {
+	return s.read(ctx, func(tx querier) error {
 		for _, t := range control.Tables {
-			if err := dumpTable(ctx, tx, t, fn); err != nil {
+			if err := s.dumpTable(ctx, tx, t, fn); err != nil {
 				return fmt.Errorf("dump %s: %w", t.Name, err)
 			}
 		}
@@ -23,10 +21,10 @@ func (s *Store) DumpTables(ctx context.Context, fn func(t *control.Table, row []
 	})
 }
 
-func dumpTable(ctx context.Context, tx pgx.Tx, t *control.Table, fn func(*control.Table, []any) error) error {
+func (s *Store) dumpTable(ctx context.Context, tx querier, t *control.Table, fn func(*control.Table, []any) error) error {
 	order := t.Order
 	if t.Name == "commands" {
-		order = "seq" // the order they were queued in
+		order = s.d.queueOrder // the order they were queued in
 	}
 	rows, err := tx.Query(ctx, `SELECT `+t.ColumnNames()+` FROM `+t.Name+` ORDER BY `+order)
 	if err != nil {
@@ -86,19 +84,33 @@ func dumpTable(ctx context.Context, tx pgx.Tx, t *control.Table, fn func(*contro
 
 // LoadTables implements control.Copier, in one transaction.
 func (s *Store) LoadTables(ctx context.Context, fill func(put func(t *control.Table, row []any) error) error) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	return s.writeOnce(ctx, func(q querier) error {
+		tx := q.(*runner).tx
+		stmts := map[string]*sql.Stmt{}
+		defer func() {
+			for _, st := range stmts {
+				st.Close()
+			}
+		}()
 		return fill(func(t *control.Table, row []any) error {
 			if len(row) != len(t.Columns) {
 				return control.ErrRowShape
 			}
-			ph := make([]string, len(row))
-			for i, v := range row {
-				ph[i] = "$" + strconv.Itoa(i+1)
-				if s, ok := v.(string); ok {
-					row[i] = pgText(s)
+			st := stmts[t.Name]
+			if st == nil {
+				var err error
+				st, err = tx.PrepareContext(ctx, s.d.rebind(insertOne(t.Name, t.ColumnNames(), len(t.Columns), "")))
+				if err != nil {
+					return err
+				}
+				stmts[t.Name] = st
+			}
+			if s.d.arg != nil {
+				for i := range row {
+					row[i] = s.d.arg(row[i])
 				}
 			}
-			_, err := tx.Exec(ctx, `INSERT INTO `+t.Name+` (`+t.ColumnNames()+`) VALUES (`+strings.Join(ph, ", ")+`)`, row...)
+			_, err := st.ExecContext(ctx, row...)
 			return err
 		})
 	})
@@ -119,7 +131,7 @@ func (s *Store) CountRows(ctx context.Context) (map[string]int64, error) {
 	for i := range counts {
 		dst[i] = &counts[i]
 	}
-	if err := s.pool.QueryRow(ctx, `SELECT `+strings.Join(parts, ", ")).Scan(dst...); err != nil {
+	if err := s.rq().QueryRow(ctx, `SELECT `+strings.Join(parts, ", ")).Scan(dst...); err != nil {
 		return nil, fmt.Errorf("count rows: %w", err)
 	}
 	out := make(map[string]int64, len(names))

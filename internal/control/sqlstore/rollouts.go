@@ -1,4 +1,4 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"database/sql"
 
 	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/device"
@@ -17,12 +17,12 @@ import (
 )
 
 // ringConflict maps a violated constraint of rings to its error.
-func ringConflict(err error, r *device.Ring) error {
-	name, ok := isUnique(err)
+func (s *Store) ringConflict(err error, r *device.Ring) error {
+	name, ok := s.d.isUnique(err)
 	switch {
 	case !ok:
 		return err
-	case name == "rings_pkey":
+	case name == "rings_pkey" || strings.Contains(name, "rings.name"):
 		return errs.Conflictf("ring %q exists", r.Name)
 	}
 	return errs.Conflictf("another ring has position %d", r.Position)
@@ -30,9 +30,9 @@ func ringConflict(err error, r *device.Ring) error {
 
 // CreateRing implements device.RingStore.
 func (s *Store) CreateRing(ctx context.Context, r *device.Ring) error {
-	err := s.write(ctx, func(tx pgx.Tx) error {
+	err := s.write(ctx, func(tx querier) error {
 		var n int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM rings WHERE name = $1`, pgText(r.Name)).Scan(&n); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM rings WHERE name = ?`, r.Name).Scan(&n); err != nil {
 			return err
 		}
 		if n > 0 {
@@ -42,10 +42,10 @@ func (s *Store) CreateRing(ctx context.Context, r *device.Ring) error {
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO rings (name, position, description, created_at, rule) VALUES ($1, $2, $3, $4, $5)`,
-			pgText(r.Name), r.Position, pgText(r.Description), ms(r.CreatedAt), rule)
+		_, err = tx.Exec(ctx, `INSERT INTO rings (name, position, description, created_at, rule) VALUES (?, ?, ?, ?, ?)`,
+			r.Name, r.Position, r.Description, ms(r.CreatedAt), rule)
 		if err != nil {
-			return ringConflict(err, r)
+			return s.ringConflict(err, r)
 		}
 		if r.Rule == nil {
 			return nil
@@ -60,17 +60,17 @@ func (s *Store) CreateRing(ctx context.Context, r *device.Ring) error {
 
 // UpdateRing implements device.RingStore.
 func (s *Store) UpdateRing(ctx context.Context, r *device.Ring) error {
-	err := s.write(ctx, func(tx pgx.Tx) error {
+	err := s.write(ctx, func(tx querier) error {
 		rule, err := ruleJSON(r.Rule)
 		if err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, `UPDATE rings SET position = $1, description = $2, rule = $3 WHERE name = $4`,
-			r.Position, pgText(r.Description), rule, pgText(r.Name))
+		tag, err := tx.Exec(ctx, `UPDATE rings SET position = ?, description = ?, rule = ? WHERE name = ?`,
+			r.Position, r.Description, rule, r.Name)
 		if err != nil {
-			return ringConflict(err, r)
+			return s.ringConflict(err, r)
 		}
-		if tag.RowsAffected() == 0 {
+		if rowsAffected(tag) == 0 {
 			return errs.NotFoundf("ring %q not found", r.Name)
 		}
 		return reassignRings(ctx, tx)
@@ -114,15 +114,18 @@ func scanRing(row scanner) (*device.Ring, error) {
 
 // FindRings implements device.RingStore.
 func (s *Store) FindRings(ctx context.Context) ([]*device.Ring, error) {
-	rings, err := findRings(ctx, s.pool)
+	rings, err := findRings(ctx, s.rq())
 	if err != nil {
 		return nil, fmt.Errorf("find rings: %w", err)
 	}
 	return rings, nil
 }
 
+// sqlFindRings selects every ring in order.
+const sqlFindRings = `SELECT ` + schema.RingColumns + ` FROM rings ORDER BY position`
+
 func findRings(ctx context.Context, q querier) ([]*device.Ring, error) {
-	rows, err := q.Query(ctx, `SELECT `+schema.RingColumns+` FROM rings ORDER BY position`)
+	rows, err := q.Query(ctx, sqlFindRings)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +143,7 @@ func findRings(ctx context.Context, q querier) ([]*device.Ring, error) {
 
 // FindRingByName implements device.RingStore.
 func (s *Store) FindRingByName(ctx context.Context, name string) (*device.Ring, error) {
-	r, err := findRing(ctx, s.pool, name)
+	r, err := findRing(ctx, s.rq(), name)
 	if err != nil {
 		return nil, fmt.Errorf("find ring %s: %w", name, err)
 	}
@@ -148,8 +151,8 @@ func (s *Store) FindRingByName(ctx context.Context, name string) (*device.Ring, 
 }
 
 func findRing(ctx context.Context, q querier, name string) (*device.Ring, error) {
-	r, err := scanRing(q.QueryRow(ctx, `SELECT `+schema.RingColumns+` FROM rings WHERE name = $1`, pgText(name)))
-	if errors.Is(err, pgx.ErrNoRows) {
+	r, err := scanRing(q.QueryRow(ctx, `SELECT `+schema.RingColumns+` FROM rings WHERE name = ?`, name))
+	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errs.NotFoundf("ring %q not found", name)
 	}
 	return r, err
@@ -158,7 +161,7 @@ func findRing(ctx context.Context, q querier, name string) (*device.Ring, error)
 // CreateRollout implements device.RolloutStore.
 func (s *Store) CreateRollout(ctx context.Context, r *device.Rollout) error {
 	given := r.Rings
-	err := s.write(ctx, func(tx pgx.Tx) error {
+	err := s.write(ctx, func(tx querier) error {
 		r.Rings = given
 		all, err := findRings(ctx, tx)
 		if err != nil {
@@ -210,13 +213,13 @@ func (s *Store) CreateRollout(ctx context.Context, r *device.Rollout) error {
 		if r.Kind == device.ApplyPolicy {
 			policyVersion = &r.PolicyVersion
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO rollouts (`+schema.RolloutColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-			r.ID, pgText(r.Name), string(r.Kind), nullBytes(r.Params), nullString(r.PolicyID), policyVersion, string(rings),
-			r.RingIndex, string(r.State), pgText(r.CreatedBy), ms(r.CreatedAt), ms(r.UpdatedAt))
+		_, err = tx.Exec(ctx, `INSERT INTO rollouts (`+schema.RolloutColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, r.Name, string(r.Kind), nullBytes(r.Params), nullString(r.PolicyID), policyVersion, string(rings),
+			r.RingIndex, string(r.State), r.CreatedBy, ms(r.CreatedAt), ms(r.UpdatedAt))
 		if err != nil {
 			return err
 		}
-		return insertRolloutAgents(ctx, tx, r.ID, r.Agents)
+		return s.insertRolloutAgents(ctx, tx, r.ID, r.Agents)
 	})
 	if err != nil {
 		return fmt.Errorf("create rollout %s: %w", r.Name, err)
@@ -226,7 +229,7 @@ func (s *Store) CreateRollout(ctx context.Context, r *device.Rollout) error {
 
 // FindRolloutByID implements device.RolloutStore.
 func (s *Store) FindRolloutByID(ctx context.Context, id string) (*device.Rollout, error) {
-	r, err := findRollout(ctx, s.pool, id, "")
+	r, err := findRollout(ctx, s.rq(), id, "")
 	if err != nil {
 		return nil, fmt.Errorf("find rollout %s: %w", id, err)
 	}
@@ -235,18 +238,7 @@ func (s *Store) FindRolloutByID(ctx context.Context, id string) (*device.Rollout
 
 // findRollout returns a rollout; lock is "" or a locking clause.
 func findRollout(ctx context.Context, q querier, id, lock string) (*device.Rollout, error) {
-	rows, err := q.Query(ctx, `SELECT `+schema.RolloutColumns+` FROM rollouts WHERE id = $1 `+lock, pgText(id))
-	if err != nil {
-		return nil, err
-	}
-	out, err := scanRollouts(rows)
-	if err != nil {
-		return nil, err
-	}
-	if len(out) == 0 {
-		return nil, schema.NotFound("rollout", id)
-	}
-	return out[0], nil
+	return findOne(ctx, q, scanRollouts, "rollout", id, `SELECT `+schema.RolloutColumns+` FROM rollouts WHERE id = ? `+lock)
 }
 
 // FindRollouts implements device.RolloutStore.
@@ -254,10 +246,10 @@ func (s *Store) FindRollouts(ctx context.Context, f device.RolloutFilter) ([]*de
 	var where []string
 	var a args
 	if f.State != "" {
-		where = append(where, `state = `+a.add(pgText(string(f.State))))
+		where = append(where, `state = `+a.add(string(f.State)))
 	}
 	if f.Before != "" {
-		where = append(where, `(created_at, id) < (SELECT created_at, id FROM rollouts WHERE id = `+a.add(pgText(f.Before))+`)`)
+		where = append(where, `(created_at, id) < (SELECT created_at, id FROM rollouts WHERE id = `+a.add(f.Before)+`)`)
 	}
 	query := `SELECT ` + schema.RolloutColumns + ` FROM rollouts`
 	if len(where) > 0 {
@@ -267,7 +259,7 @@ func (s *Store) FindRollouts(ctx context.Context, f device.RolloutFilter) ([]*de
 	if f.Limit > 0 {
 		query += ` LIMIT ` + a.add(f.Limit)
 	}
-	rows, err := s.pool.Query(ctx, query, a...)
+	rows, err := s.rq().Query(ctx, query, a...)
 	if err != nil {
 		return nil, fmt.Errorf("find rollouts: %w", err)
 	}
@@ -283,10 +275,10 @@ func (s *Store) FindRollouts(ctx context.Context, f device.RolloutFilter) ([]*de
 func (s *Store) AdvanceRollout(ctx context.Context, id string, a device.Advance) (*device.Rollout, []*device.Command, error) {
 	var r *device.Rollout
 	var cmds []*device.Command
-	err := s.write(ctx, func(tx pgx.Tx) error {
+	err := s.write(ctx, func(tx querier) error {
 		cmds = nil
 		var err error
-		if r, err = findRollout(ctx, tx, id, `FOR NO KEY UPDATE`); err != nil {
+		if r, err = findRollout(ctx, tx, id, s.d.lockRow); err != nil {
 			return err
 		}
 		if r.State == device.RolloutCompleted {
@@ -305,7 +297,7 @@ func (s *Store) AdvanceRollout(ctx context.Context, id string, a device.Advance)
 		if cur := r.CurrentRing(); cur != "" {
 			var active int
 			if err := tx.QueryRow(ctx, `SELECT count(*) FROM commands
-				WHERE rollout_id = $1 AND rollout_ring = $2 AND state IN `+schema.ActiveStates, r.ID, cur).Scan(&active); err != nil {
+				WHERE rollout_id = ? AND rollout_ring = ? AND state IN `+schema.ActiveStates, r.ID, cur).Scan(&active); err != nil {
 				return err
 			}
 			if active > 0 {
@@ -313,10 +305,10 @@ func (s *Store) AdvanceRollout(ctx context.Context, id string, a device.Advance)
 			}
 		}
 		next := r.NextRing()
-		rows, err := tx.Query(ctx, `SELECT id FROM agents WHERE ring = $1 AND removed_at IS NULL
-			AND (NOT EXISTS (SELECT 1 FROM rollout_agents WHERE rollout_id = $2)
-				OR id IN (SELECT agent_id FROM rollout_agents WHERE rollout_id = $2))
-			ORDER BY id`, next, r.ID)
+		rows, err := tx.Query(ctx, `SELECT id FROM agents WHERE ring = ? AND removed_at IS NULL
+			AND (NOT EXISTS (SELECT 1 FROM rollout_agents WHERE rollout_id = ?)
+				OR id IN (SELECT agent_id FROM rollout_agents WHERE rollout_id = ?))
+			ORDER BY id`, next, r.ID, r.ID)
 		if err != nil {
 			return err
 		}
@@ -336,7 +328,7 @@ func (s *Store) AdvanceRollout(ctx context.Context, id string, a device.Advance)
 		for _, agentID := range agents {
 			c := device.NewCommand(agentID, r.Kind, r.Params, a.CreatedBy, a.Now)
 			c.RolloutID, c.RolloutRing = r.ID, next
-			if err := insertCommand(ctx, tx, c); err != nil {
+			if err := s.insertCommand(ctx, tx, c); err != nil {
 				return err
 			}
 			cmds = append(cmds, c)
@@ -344,12 +336,12 @@ func (s *Store) AdvanceRollout(ctx context.Context, id string, a device.Advance)
 		r.RingIndex++
 		r.State = device.RolloutInProgress
 		r.UpdatedAt = fromMS(ms(a.Now))
-		if _, err = tx.Exec(ctx, `UPDATE rollouts SET ring_index = $1, state = $2, updated_at = $3 WHERE id = $4`,
+		if _, err = tx.Exec(ctx, `UPDATE rollouts SET ring_index = ?, state = ?, updated_at = ? WHERE id = ?`,
 			r.RingIndex, string(r.State), ms(r.UpdatedAt), r.ID); err != nil {
 			return err
 		}
 		// A last ring without agents completes the rollout at once.
-		if err := settleRollouts(ctx, tx, r.ID, a.Now); err != nil {
+		if err := s.settleRollouts(ctx, tx, r.ID, a.Now); err != nil {
 			return err
 		}
 		r, err = findRollout(ctx, tx, r.ID, "")
@@ -365,10 +357,10 @@ func (s *Store) AdvanceRollout(ctx context.Context, id string, a device.Advance)
 // the given id, or all when it is empty) whose last ring has started and
 // has no active command left. Whatever ends commands calls it in the same
 // transaction.
-func settleRollouts(ctx context.Context, tx pgx.Tx, id string, now time.Time) error {
+func (s *Store) settleRollouts(ctx context.Context, tx querier, id string, now time.Time) error {
 	var a args
 	query := `UPDATE rollouts SET state = 'completed', updated_at = ` + a.add(ms(now)) + `
-		WHERE state = 'in-progress' AND ring_index = json_array_length(rings::json) - 1
+		WHERE state = 'in-progress' AND ring_index = ` + s.d.jsonLength("rings") + ` - 1
 		AND NOT EXISTS (SELECT 1 FROM commands
 			WHERE commands.rollout_id = rollouts.id AND commands.state IN ` + schema.ActiveStates + `)`
 	if id != "" {
@@ -381,13 +373,13 @@ func settleRollouts(ctx context.Context, tx pgx.Tx, id string, now time.Time) er
 // RolloutProgress implements device.RolloutStore.
 func (s *Store) RolloutProgress(ctx context.Context, id string) ([]device.RingProgress, error) {
 	var out []device.RingProgress
-	err := s.read(ctx, func(tx pgx.Tx) error {
+	err := s.read(ctx, func(tx querier) error {
 		r, err := findRollout(ctx, tx, id, "")
 		if err != nil {
 			return err
 		}
 		rows, err := tx.Query(ctx, `SELECT rollout_ring, state, count(*) FROM commands
-			WHERE rollout_id = $1 GROUP BY rollout_ring, state`, r.ID)
+			WHERE rollout_id = ? GROUP BY rollout_ring, state`, r.ID)
 		if err != nil {
 			return err
 		}
@@ -422,7 +414,7 @@ func (s *Store) RolloutProgress(ctx context.Context, id string) ([]device.RingPr
 	return out, nil
 }
 
-func scanRollouts(rows pgx.Rows) ([]*device.Rollout, error) {
+func scanRollouts(rows *sql.Rows) ([]*device.Rollout, error) {
 	defer rows.Close()
 	var out []*device.Rollout
 	for rows.Next() {
@@ -454,15 +446,14 @@ func scanRollouts(rows pgx.Rows) ([]*device.Rollout, error) {
 
 // insertRolloutAgents stores the agents a rollout targets; none means
 // every agent of its rings.
-func insertRolloutAgents(ctx context.Context, tx pgx.Tx, rolloutID string, agents []string) error {
-	if len(agents) == 0 {
-		return nil
+func (s *Store) insertRolloutAgents(ctx context.Context, tx querier, rolloutID string, agents []string) error {
+	rows := make([][]any, 0, len(agents))
+	seen := map[string]bool{}
+	for _, a := range agents {
+		if !seen[a] {
+			seen[a] = true
+			rows = append(rows, []any{rolloutID, a})
+		}
 	}
-	ids := make([]string, len(agents))
-	for i, a := range agents {
-		ids[i] = pgText(a)
-	}
-	_, err := tx.Exec(ctx, `INSERT INTO rollout_agents (rollout_id, agent_id)
-		SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING`, rolloutID, ids)
-	return err
+	return s.insertRows(ctx, tx, "rollout_agents", "rollout_id, agent_id", doNothing, rows)
 }

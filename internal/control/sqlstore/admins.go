@@ -1,4 +1,4 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"database/sql"
 
 	"github.com/patchline/patchline/internal/admin"
 	"github.com/patchline/patchline/internal/control/schema"
@@ -15,10 +15,10 @@ import (
 
 // CreateAdmin implements admin.Store.
 func (s *Store) CreateAdmin(ctx context.Context, a *admin.Admin) error {
-	err := s.write(ctx, func(tx pgx.Tx) error {
+	err := s.write(ctx, func(tx querier) error {
 		return insertAdmin(ctx, tx, a)
 	})
-	if _, ok := isUnique(err); ok {
+	if _, ok := s.d.isUnique(err); ok {
 		return errs.Conflictf("an administrator with email %s exists", a.Email)
 	}
 	if err != nil {
@@ -27,17 +27,17 @@ func (s *Store) CreateAdmin(ctx context.Context, a *admin.Admin) error {
 	return nil
 }
 
-func insertAdmin(ctx context.Context, tx pgx.Tx, a *admin.Admin) error {
-	_, err := tx.Exec(ctx, `INSERT INTO admins (`+schema.AdminColumns+`) VALUES ($1, $2, $3, $4, $5)`,
-		a.ID, pgText(a.Email), a.PasswordHash, ms(a.CreatedAt), msPtr(a.LastLoginAt))
+func insertAdmin(ctx context.Context, tx querier, a *admin.Admin) error {
+	_, err := tx.Exec(ctx, `INSERT INTO admins (`+schema.AdminColumns+`) VALUES (?, ?, ?, ?, ?)`,
+		a.ID, a.Email, a.PasswordHash, ms(a.CreatedAt), msPtr(a.LastLoginAt))
 	return err
 }
 
 // FindAdminByEmail implements admin.Store. Email addresses compare without
 // regard to ASCII case.
 func (s *Store) FindAdminByEmail(ctx context.Context, email string) (*admin.Admin, error) {
-	a, err := scanAdmin(s.pool.QueryRow(ctx, `SELECT `+schema.AdminColumns+` FROM admins WHERE lower(email) = lower($1)`, pgText(email)))
-	if errors.Is(err, pgx.ErrNoRows) {
+	a, err := scanAdmin(s.rq().QueryRow(ctx, `SELECT `+schema.AdminColumns+` FROM admins WHERE lower(email) = lower(?)`, email))
+	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errs.NotFoundf("no administrator with email %s", email)
 	}
 	if err != nil {
@@ -48,7 +48,7 @@ func (s *Store) FindAdminByEmail(ctx context.Context, email string) (*admin.Admi
 
 // FindAdmins implements admin.Store.
 func (s *Store) FindAdmins(ctx context.Context) ([]*admin.Admin, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+schema.AdminColumns+` FROM admins ORDER BY created_at, id`)
+	rows, err := s.rq().Query(ctx, `SELECT `+schema.AdminColumns+` FROM admins ORDER BY created_at, id`)
 	if err != nil {
 		return nil, fmt.Errorf("find admins: %w", err)
 	}
@@ -69,11 +69,11 @@ func (s *Store) FindAdmins(ctx context.Context) ([]*admin.Admin, error) {
 
 // RecordAdminLogin implements admin.Store.
 func (s *Store) RecordAdminLogin(ctx context.Context, id string, at time.Time) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE admins SET last_login_at = $1 WHERE id = $2`, ms(at), pgText(id))
+	tag, err := s.wq().Exec(ctx, `UPDATE admins SET last_login_at = ? WHERE id = ?`, ms(at), id)
 	if err != nil {
 		return fmt.Errorf("record admin login %s: %w", id, err)
 	}
-	if tag.RowsAffected() == 0 {
+	if rowsAffected(tag) == 0 {
 		return schema.NotFound("administrator", id)
 	}
 	return nil
@@ -83,8 +83,8 @@ func (s *Store) RecordAdminLogin(ctx context.Context, id string, at time.Time) e
 // keeps two first-run setups, on any replicas, from both seeing no
 // administrator.
 func (s *Store) CreateFirstAdmin(ctx context.Context, a *admin.Admin) error {
-	err := s.write(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, firstAdminLock); err != nil {
+	err := s.write(ctx, func(tx querier) error {
+		if err := s.lock(ctx, tx, firstAdminLock, ""); err != nil {
 			return err
 		}
 		var n int
@@ -116,11 +116,11 @@ func scanAdmin(row scanner) (*admin.Admin, error) {
 
 // CreateSession implements admin.SessionStore.
 func (s *Store) CreateSession(ctx context.Context, sess *admin.Session) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO admin_sessions
+	_, err := s.wq().Exec(ctx, `INSERT INTO admin_sessions
 		(id_hash, admin_id, created_at, last_seen_at, expires_at, reauth_at, client_address, user_agent)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		sess.IDHash, pgText(sess.AdminID), ms(sess.CreatedAt), ms(sess.LastSeenAt), ms(sess.ExpiresAt),
-		msPtr(sess.ReauthAt), pgText(sess.ClientAddress), pgText(sess.UserAgent))
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		sess.IDHash, sess.AdminID, ms(sess.CreatedAt), ms(sess.LastSeenAt), ms(sess.ExpiresAt),
+		msPtr(sess.ReauthAt), sess.ClientAddress, sess.UserAgent)
 	if err != nil {
 		return fmt.Errorf("create session of %s: %w", sess.AdminID, err)
 	}
@@ -130,15 +130,15 @@ func (s *Store) CreateSession(ctx context.Context, sess *admin.Session) error {
 // FindSession implements admin.SessionStore. It reads the database every
 // time: a session ended on one replica ends on all.
 func (s *Store) FindSession(ctx context.Context, idHash []byte) (*admin.Session, error) {
-	row := s.pool.QueryRow(ctx, `SELECT `+schema.SessionColumns+`
+	row := s.rq().QueryRow(ctx, `SELECT `+schema.SessionColumns+`
 		FROM admin_sessions s JOIN admins a ON a.id = s.admin_id
-		WHERE s.id_hash = $1`, idHash)
+		WHERE s.id_hash = ?`, idHash)
 	var sess admin.Session
 	var created, lastSeen, expires int64
 	var reauth *int64
 	err := row.Scan(&sess.IDHash, &sess.AdminID, &sess.AdminEmail, &created, &lastSeen, &expires, &reauth,
 		&sess.ClientAddress, &sess.UserAgent)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errs.NotFoundf("no such session")
 	}
 	if err != nil {
@@ -154,8 +154,8 @@ func (s *Store) FindSession(ctx context.Context, idHash []byte) (*admin.Session,
 // TouchSession implements admin.SessionStore. Activity never moves
 // backwards.
 func (s *Store) TouchSession(ctx context.Context, idHash []byte, at time.Time) error {
-	_, err := s.pool.Exec(ctx, `UPDATE admin_sessions SET last_seen_at = $1 WHERE id_hash = $2 AND last_seen_at < $1`,
-		ms(at), idHash)
+	_, err := s.wq().Exec(ctx, `UPDATE admin_sessions SET last_seen_at = ? WHERE id_hash = ? AND last_seen_at < ?`,
+		ms(at), idHash, ms(at))
 	if err != nil {
 		return fmt.Errorf("touch session: %w", err)
 	}
@@ -164,12 +164,12 @@ func (s *Store) TouchSession(ctx context.Context, idHash []byte, at time.Time) e
 
 // RecordReauth implements admin.SessionStore.
 func (s *Store) RecordReauth(ctx context.Context, idHash []byte, at time.Time) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE admin_sessions SET reauth_at = $1, last_seen_at = greatest(last_seen_at, $1) WHERE id_hash = $2`,
-		ms(at), idHash)
+	tag, err := s.wq().Exec(ctx, `UPDATE admin_sessions SET reauth_at = ?, last_seen_at = `+s.d.greatest+`(last_seen_at, ?) WHERE id_hash = ?`,
+		ms(at), ms(at), idHash)
 	if err != nil {
 		return fmt.Errorf("record re-authentication: %w", err)
 	}
-	if tag.RowsAffected() == 0 {
+	if rowsAffected(tag) == 0 {
 		return errs.NotFoundf("no such session")
 	}
 	return nil
@@ -177,7 +177,7 @@ func (s *Store) RecordReauth(ctx context.Context, idHash []byte, at time.Time) e
 
 // DeleteSession implements admin.SessionStore.
 func (s *Store) DeleteSession(ctx context.Context, idHash []byte) error {
-	if _, err := s.pool.Exec(ctx, `DELETE FROM admin_sessions WHERE id_hash = $1`, idHash); err != nil {
+	if _, err := s.wq().Exec(ctx, `DELETE FROM admin_sessions WHERE id_hash = ?`, idHash); err != nil {
 		return fmt.Errorf("delete session: %w", err)
 	}
 	return nil
@@ -185,27 +185,27 @@ func (s *Store) DeleteSession(ctx context.Context, idHash []byte) error {
 
 // DeleteExpiredSessions implements admin.SessionStore.
 func (s *Store) DeleteExpiredSessions(ctx context.Context, now, idleBefore time.Time) (int, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM admin_sessions WHERE expires_at <= $1 OR last_seen_at <= $2`,
+	tag, err := s.wq().Exec(ctx, `DELETE FROM admin_sessions WHERE expires_at <= ? OR last_seen_at <= ?`,
 		ms(now), ms(idleBefore))
 	if err != nil {
 		return 0, fmt.Errorf("delete expired sessions: %w", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return int(rowsAffected(tag)), nil
 }
 
 // SetTOTP implements admin.TOTPStore.
 func (s *Store) SetTOTP(ctx context.Context, t *admin.TOTP) error {
-	return s.write(ctx, func(tx pgx.Tx) error {
+	return s.write(ctx, func(tx querier) error {
 		var n int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM admins WHERE id = $1`, pgText(t.AdminID)).Scan(&n); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM admins WHERE id = ?`, t.AdminID).Scan(&n); err != nil {
 			return fmt.Errorf("set totp of %s: %w", t.AdminID, err)
 		}
 		if n == 0 {
 			return schema.NotFound("administrator", t.AdminID)
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO admin_totp (admin_id, secret, enabled_at, last_step) VALUES ($1, $2, $3, $4)
+		_, err := tx.Exec(ctx, `INSERT INTO admin_totp (admin_id, secret, enabled_at, last_step) VALUES (?, ?, ?, ?)
 			ON CONFLICT (admin_id) DO UPDATE SET secret = excluded.secret, enabled_at = excluded.enabled_at, last_step = excluded.last_step`,
-			t.AdminID, pgText(t.Secret), ms(t.EnabledAt), t.LastStep)
+			t.AdminID, t.Secret, ms(t.EnabledAt), t.LastStep)
 		if err != nil {
 			return fmt.Errorf("set totp of %s: %w", t.AdminID, err)
 		}
@@ -217,9 +217,9 @@ func (s *Store) SetTOTP(ctx context.Context, t *admin.TOTP) error {
 func (s *Store) FindTOTP(ctx context.Context, adminID string) (*admin.TOTP, error) {
 	t := admin.TOTP{AdminID: adminID}
 	var enabled int64
-	err := s.pool.QueryRow(ctx, `SELECT secret, enabled_at, last_step FROM admin_totp WHERE admin_id = $1`, pgText(adminID)).
+	err := s.rq().QueryRow(ctx, `SELECT secret, enabled_at, last_step FROM admin_totp WHERE admin_id = ?`, adminID).
 		Scan(&t.Secret, &enabled, &t.LastStep)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errs.NotFoundf("administrator %s has no TOTP enrollment", adminID)
 	}
 	if err != nil {
@@ -232,16 +232,16 @@ func (s *Store) FindTOTP(ctx context.Context, adminID string) (*admin.TOTP, erro
 // UseTOTPStep implements admin.TOTPStore. The conditional UPDATE is
 // atomic: of two replicas given the same code, one accepts it.
 func (s *Store) UseTOTPStep(ctx context.Context, adminID string, step int64) error {
-	return s.write(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE admin_totp SET last_step = $1 WHERE admin_id = $2 AND last_step < $1`, step, pgText(adminID))
+	return s.write(ctx, func(tx querier) error {
+		tag, err := tx.Exec(ctx, `UPDATE admin_totp SET last_step = ? WHERE admin_id = ? AND last_step < ?`, step, adminID, step)
 		if err != nil {
 			return fmt.Errorf("use totp step of %s: %w", adminID, err)
 		}
-		if tag.RowsAffected() > 0 {
+		if rowsAffected(tag) > 0 {
 			return nil
 		}
 		var n int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM admin_totp WHERE admin_id = $1`, pgText(adminID)).Scan(&n); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM admin_totp WHERE admin_id = ?`, adminID).Scan(&n); err != nil {
 			return fmt.Errorf("use totp step of %s: %w", adminID, err)
 		}
 		if n == 0 {
@@ -253,7 +253,7 @@ func (s *Store) UseTOTPStep(ctx context.Context, adminID string, step int64) err
 
 // DeleteTOTP implements admin.TOTPStore.
 func (s *Store) DeleteTOTP(ctx context.Context, adminID string) error {
-	if _, err := s.pool.Exec(ctx, `DELETE FROM admin_totp WHERE admin_id = $1`, pgText(adminID)); err != nil {
+	if _, err := s.wq().Exec(ctx, `DELETE FROM admin_totp WHERE admin_id = ?`, adminID); err != nil {
 		return fmt.Errorf("delete totp of %s: %w", adminID, err)
 	}
 	return nil

@@ -1,4 +1,4 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"database/sql"
 
 	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/device"
@@ -19,12 +19,12 @@ import (
 // agent, so that two replicas queueing with skipActive do not both queue.
 func (s *Store) CreateCommands(ctx context.Context, cmds []*device.Command, skipActive bool) ([]*device.Command, error) {
 	var created []*device.Command
-	err := s.write(ctx, func(tx pgx.Tx) error {
+	err := s.write(ctx, func(tx querier) error {
 		created = nil
 		for _, c := range cmds {
 			var removed *int64
-			err := tx.QueryRow(ctx, `SELECT removed_at FROM agents WHERE id = $1 FOR NO KEY UPDATE`, pgText(c.AgentID)).Scan(&removed)
-			if errors.Is(err, pgx.ErrNoRows) || err == nil && removed != nil {
+			err := tx.QueryRow(ctx, `SELECT removed_at FROM agents WHERE id = ? `+s.d.lockRow, c.AgentID).Scan(&removed)
+			if errors.Is(err, sql.ErrNoRows) || err == nil && removed != nil {
 				return schema.NotFound("agent", c.AgentID)
 			}
 			if err != nil {
@@ -33,14 +33,14 @@ func (s *Store) CreateCommands(ctx context.Context, cmds []*device.Command, skip
 			if skipActive {
 				var n int
 				if err := tx.QueryRow(ctx, `SELECT count(*) FROM commands
-					WHERE agent_id = $1 AND type = $2 AND state IN `+schema.ActiveStates, c.AgentID, string(c.Type)).Scan(&n); err != nil {
+					WHERE agent_id = ? AND type = ? AND state IN `+schema.ActiveStates, c.AgentID, string(c.Type)).Scan(&n); err != nil {
 					return err
 				}
 				if n > 0 {
 					continue
 				}
 			}
-			if err := insertCommand(ctx, tx, c); err != nil {
+			if err := s.insertCommand(ctx, tx, c); err != nil {
 				return err
 			}
 			created = append(created, c)
@@ -53,15 +53,15 @@ func (s *Store) CreateCommands(ctx context.Context, cmds []*device.Command, skip
 	return created, nil
 }
 
-func insertCommand(ctx context.Context, tx pgx.Tx, c *device.Command) error {
+func (s *Store) insertCommand(ctx context.Context, tx querier, c *device.Command) error {
 	result, err := resultJSON(c.Result)
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO commands (`+schema.CommandColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-		c.ID, c.AgentID, string(c.Type), string(c.State), nullBytes(c.Params), result, pgText(c.CreatedBy),
+	_, err = tx.Exec(ctx, `INSERT INTO commands (`+schema.CommandColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		c.ID, c.AgentID, string(c.Type), string(c.State), nullBytes(c.Params), result, c.CreatedBy,
 		ms(c.CreatedAt), ms(c.UpdatedAt), ms(c.ExpiresAt), nullString(c.RolloutID), nullString(c.RolloutRing))
-	if _, ok := isUnique(err); ok {
+	if _, ok := s.d.isUnique(err); ok {
 		return errs.Conflictf("command %s exists", c.ID)
 	}
 	return err
@@ -81,7 +81,7 @@ func resultJSON(r *device.Result) (*string, error) {
 
 // FindCommandByID implements device.CommandStore.
 func (s *Store) FindCommandByID(ctx context.Context, id string) (*device.Command, error) {
-	c, err := findCommand(ctx, s.pool, id, "")
+	c, err := findCommand(ctx, s.rq(), id, "")
 	if err != nil {
 		return nil, fmt.Errorf("find command %s: %w", id, err)
 	}
@@ -90,18 +90,7 @@ func (s *Store) FindCommandByID(ctx context.Context, id string) (*device.Command
 
 // findCommand returns a command; lock is "" or a locking clause.
 func findCommand(ctx context.Context, q querier, id, lock string) (*device.Command, error) {
-	rows, err := q.Query(ctx, `SELECT `+schema.CommandColumns+` FROM commands WHERE id = $1 `+lock, pgText(id))
-	if err != nil {
-		return nil, err
-	}
-	cmds, err := scanCommands(rows)
-	if err != nil {
-		return nil, err
-	}
-	if len(cmds) == 0 {
-		return nil, schema.NotFound("command", id)
-	}
-	return cmds[0], nil
+	return findOne(ctx, q, scanCommands, "command", id, `SELECT `+schema.CommandColumns+` FROM commands WHERE id = ? `+lock)
 }
 
 // FindCommands implements device.CommandStore.
@@ -109,23 +98,19 @@ func (s *Store) FindCommands(ctx context.Context, f device.CommandFilter) ([]*de
 	var where []string
 	var a args
 	if f.AgentID != "" {
-		where = append(where, `agent_id = `+a.add(pgText(f.AgentID)))
+		where = append(where, `agent_id = `+a.add(f.AgentID))
 	}
 	if f.Type != "" {
-		where = append(where, `type = `+a.add(pgText(string(f.Type))))
+		where = append(where, `type = `+a.add(string(f.Type)))
 	}
 	if len(f.States) > 0 {
-		states := make([]string, len(f.States))
-		for i, st := range f.States {
-			states[i] = pgText(string(st))
-		}
-		where = append(where, `state = ANY(`+a.add(states)+`)`)
+		where = append(where, `state IN `+in(&a, f.States))
 	}
 	if f.RolloutID != "" {
-		where = append(where, `rollout_id = `+a.add(pgText(f.RolloutID)))
+		where = append(where, `rollout_id = `+a.add(f.RolloutID))
 	}
 	if f.Before != nil {
-		where = append(where, `(created_at, id) < (`+a.add(ms(f.Before.CreatedAt))+`, `+a.add(pgText(f.Before.ID))+`)`)
+		where = append(where, `(created_at, id) < (`+a.add(ms(f.Before.CreatedAt))+`, `+a.add(f.Before.ID)+`)`)
 	}
 	query := `SELECT ` + schema.CommandColumns + ` FROM commands`
 	if len(where) > 0 {
@@ -135,7 +120,7 @@ func (s *Store) FindCommands(ctx context.Context, f device.CommandFilter) ([]*de
 	if f.Limit > 0 {
 		query += ` LIMIT ` + a.add(f.Limit)
 	}
-	rows, err := s.pool.Query(ctx, query, a...)
+	rows, err := s.rq().Query(ctx, query, a...)
 	if err != nil {
 		return nil, fmt.Errorf("find commands: %w", err)
 	}
@@ -149,9 +134,9 @@ func (s *Store) FindCommands(ctx context.Context, f device.CommandFilter) ([]*de
 // ReportCommand implements device.CommandStore.
 func (s *Store) ReportCommand(ctx context.Context, agentID, id string, r device.Report) (*device.Command, error) {
 	var c *device.Command
-	err := s.write(ctx, func(tx pgx.Tx) error {
+	err := s.write(ctx, func(tx querier) error {
 		var err error
-		c, err = findCommand(ctx, tx, id, `FOR NO KEY UPDATE`)
+		c, err = findCommand(ctx, tx, id, s.d.lockRow)
 		if err != nil {
 			return err
 		}
@@ -165,7 +150,7 @@ func (s *Store) ReportCommand(ctx context.Context, agentID, id string, r device.
 			return err
 		}
 		if c.RolloutID != "" && c.State.Final() {
-			return settleRollouts(ctx, tx, c.RolloutID, r.Time)
+			return s.settleRollouts(ctx, tx, c.RolloutID, r.Time)
 		}
 		return nil
 	})
@@ -176,7 +161,7 @@ func (s *Store) ReportCommand(ctx context.Context, agentID, id string, r device.
 }
 
 // setCommandState moves c to state st, with result when not nil, at now.
-func setCommandState(ctx context.Context, tx pgx.Tx, c *device.Command, st device.CommandState, result *device.Result, now time.Time) error {
+func setCommandState(ctx context.Context, tx querier, c *device.Command, st device.CommandState, result *device.Result, now time.Time) error {
 	if result != nil {
 		c.Result = result
 	}
@@ -184,7 +169,7 @@ func setCommandState(ctx context.Context, tx pgx.Tx, c *device.Command, st devic
 	if err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, `UPDATE commands SET state = $1, result = $2, updated_at = $3 WHERE id = $4`,
+	if _, err := tx.Exec(ctx, `UPDATE commands SET state = ?, result = ?, updated_at = ? WHERE id = ?`,
 		string(st), res, ms(now), c.ID); err != nil {
 		return err
 	}
@@ -195,9 +180,9 @@ func setCommandState(ctx context.Context, tx pgx.Tx, c *device.Command, st devic
 // CancelCommand implements device.CommandStore.
 func (s *Store) CancelCommand(ctx context.Context, id string, now time.Time) (*device.Command, error) {
 	var c *device.Command
-	err := s.write(ctx, func(tx pgx.Tx) error {
+	err := s.write(ctx, func(tx querier) error {
 		var err error
-		if c, err = findCommand(ctx, tx, id, `FOR NO KEY UPDATE`); err != nil {
+		if c, err = findCommand(ctx, tx, id, s.d.lockRow); err != nil {
 			return err
 		}
 		if !device.CanTransition(c.State, device.Canceled) {
@@ -207,7 +192,7 @@ func (s *Store) CancelCommand(ctx context.Context, id string, now time.Time) (*d
 			return err
 		}
 		if c.RolloutID != "" {
-			return settleRollouts(ctx, tx, c.RolloutID, now)
+			return s.settleRollouts(ctx, tx, c.RolloutID, now)
 		}
 		return nil
 	})
@@ -222,17 +207,17 @@ func (s *Store) CancelCommand(ctx context.Context, id string, now time.Time) (*d
 // active.
 func (s *Store) ExpireCommands(ctx context.Context, now time.Time) (int, error) {
 	var n int64
-	err := s.write(ctx, func(tx pgx.Tx) error {
+	err := s.write(ctx, func(tx querier) error {
 		result, _ := json.Marshal(device.Result{Message: "expired: the agent did not finish it in time"})
-		tag, err := tx.Exec(ctx, `UPDATE commands SET state = 'expired', result = coalesce(result, $1), updated_at = $2
-			WHERE state IN `+schema.ActiveStates+` AND expires_at <= $2`, string(result), ms(now))
+		tag, err := tx.Exec(ctx, `UPDATE commands SET state = 'expired', result = coalesce(result, ?), updated_at = ?
+			WHERE state IN `+schema.ActiveStates+` AND expires_at <= ?`, string(result), ms(now), ms(now))
 		if err != nil {
 			return err
 		}
-		if n = tag.RowsAffected(); n == 0 {
+		if n = rowsAffected(tag); n == 0 {
 			return nil
 		}
-		return settleRollouts(ctx, tx, "", now)
+		return s.settleRollouts(ctx, tx, "", now)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("expire commands: %w", err)
@@ -242,8 +227,8 @@ func (s *Store) ExpireCommands(ctx context.Context, now time.Time) (int, error) 
 
 // SaveLogBundle implements device.CommandStore.
 func (s *Store) SaveLogBundle(ctx context.Context, b *device.LogBundle) error {
-	err := s.write(ctx, func(tx pgx.Tx) error {
-		c, err := findCommand(ctx, tx, b.CommandID, `FOR NO KEY UPDATE`)
+	err := s.write(ctx, func(tx querier) error {
+		c, err := findCommand(ctx, tx, b.CommandID, s.d.lockRow)
 		if err != nil {
 			return err
 		}
@@ -254,8 +239,8 @@ func (s *Store) SaveLogBundle(ctx context.Context, b *device.LogBundle) error {
 			return errs.Conflictf("command %s is %s", c.ID, c.State)
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO log_bundles (command_id, agent_id, content_type, size, sha256, content, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)`, c.ID, c.AgentID, pgText(b.ContentType), b.Size, b.SHA256, b.Content, ms(b.CreatedAt))
-		if _, ok := isUnique(err); ok {
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, c.ID, c.AgentID, b.ContentType, b.Size, b.SHA256, b.Content, ms(b.CreatedAt))
+		if _, ok := s.d.isUnique(err); ok {
 			return errs.Conflictf("command %s already has a log bundle", c.ID)
 		}
 		return err
@@ -270,10 +255,10 @@ func (s *Store) SaveLogBundle(ctx context.Context, b *device.LogBundle) error {
 func (s *Store) FindLogBundle(ctx context.Context, commandID string) (*device.LogBundle, error) {
 	var b device.LogBundle
 	var created int64
-	err := s.pool.QueryRow(ctx, `SELECT command_id, agent_id, content_type, size, sha256, content, created_at
-		FROM log_bundles WHERE command_id = $1`, pgText(commandID)).
+	err := s.rq().QueryRow(ctx, `SELECT command_id, agent_id, content_type, size, sha256, content, created_at
+		FROM log_bundles WHERE command_id = ?`, commandID).
 		Scan(&b.CommandID, &b.AgentID, &b.ContentType, &b.Size, &b.SHA256, &b.Content, &created)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errs.NotFoundf("command %s has no log bundle", commandID)
 	}
 	if err != nil {
@@ -284,7 +269,7 @@ func (s *Store) FindLogBundle(ctx context.Context, commandID string) (*device.Lo
 }
 
 // scanCommands reads and closes rows.
-func scanCommands(rows pgx.Rows) ([]*device.Command, error) {
+func scanCommands(rows *sql.Rows) ([]*device.Command, error) {
 	defer rows.Close()
 	var out []*device.Command
 	for rows.Next() {

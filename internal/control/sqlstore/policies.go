@@ -1,4 +1,4 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"database/sql"
 
 	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/device"
@@ -17,18 +17,18 @@ import (
 
 // CreatePolicy implements device.PolicyStore.
 func (s *Store) CreatePolicy(ctx context.Context, p *device.Policy) error {
-	err := s.write(ctx, func(tx pgx.Tx) error {
+	err := s.write(ctx, func(tx querier) error {
 		p.Version = 1
-		_, err := tx.Exec(ctx, `INSERT INTO policies (id, name, version, created_at) VALUES ($1, $2, $3, $4)`,
-			p.ID, pgText(p.Name), p.Version, ms(p.CreatedAt))
-		if _, ok := isUnique(err); ok {
+		_, err := tx.Exec(ctx, `INSERT INTO policies (id, name, version, created_at) VALUES (?, ?, ?, ?)`,
+			p.ID, p.Name, p.Version, ms(p.CreatedAt))
+		if _, ok := s.d.isUnique(err); ok {
 			return errs.Conflictf("a policy named %q exists", p.Name)
 		}
 		if err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO policy_versions (policy_id, version, settings, created_by, created_at)
-			VALUES ($1, $2, $3, $4, $5)`, p.ID, p.Version, pgText(string(p.Settings)), pgText(p.CreatedBy), ms(p.UpdatedAt))
+			VALUES (?, ?, ?, ?, ?)`, p.ID, p.Version, string(p.Settings), p.CreatedBy, ms(p.UpdatedAt))
 		return err
 	})
 	if err != nil {
@@ -41,18 +41,18 @@ func (s *Store) CreatePolicy(ctx context.Context, p *device.Policy) error {
 // so that versions follow each other.
 func (s *Store) UpdatePolicy(ctx context.Context, id string, settings json.RawMessage, by string, now time.Time) (*device.Policy, error) {
 	var p *device.Policy
-	err := s.write(ctx, func(tx pgx.Tx) error {
+	err := s.write(ctx, func(tx querier) error {
 		var err error
-		if p, err = findPolicy(ctx, tx, id, `FOR NO KEY UPDATE OF p`); err != nil {
+		if p, err = findPolicy(ctx, tx, id, s.d.lockOf("p")); err != nil {
 			return err
 		}
 		p.Version++
 		p.Settings, p.CreatedBy, p.UpdatedAt = settings, by, fromMS(ms(now))
 		if _, err := tx.Exec(ctx, `INSERT INTO policy_versions (policy_id, version, settings, created_by, created_at)
-			VALUES ($1, $2, $3, $4, $5)`, p.ID, p.Version, pgText(string(settings)), pgText(by), ms(now)); err != nil {
+			VALUES (?, ?, ?, ?, ?)`, p.ID, p.Version, string(settings), by, ms(now)); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE policies SET version = $1 WHERE id = $2`, p.Version, p.ID)
+		_, err = tx.Exec(ctx, `UPDATE policies SET version = ? WHERE id = ?`, p.Version, p.ID)
 		return err
 	})
 	if err != nil {
@@ -63,7 +63,7 @@ func (s *Store) UpdatePolicy(ctx context.Context, id string, settings json.RawMe
 
 // FindPolicyByID implements device.PolicyStore.
 func (s *Store) FindPolicyByID(ctx context.Context, id string) (*device.Policy, error) {
-	p, err := findPolicy(ctx, s.pool, id, "")
+	p, err := findPolicy(ctx, s.rq(), id, "")
 	if err != nil {
 		return nil, fmt.Errorf("find policy %s: %w", id, err)
 	}
@@ -73,8 +73,8 @@ func (s *Store) FindPolicyByID(ctx context.Context, id string) (*device.Policy, 
 // findPolicy returns a policy at its current version; lock is "" or a
 // locking clause.
 func findPolicy(ctx context.Context, q querier, id, lock string) (*device.Policy, error) {
-	p, err := schema.ScanPolicy(q.QueryRow(ctx, schema.PolicySelect+` WHERE p.id = $1 `+lock, pgText(id)))
-	if errors.Is(err, pgx.ErrNoRows) {
+	p, err := schema.ScanPolicy(q.QueryRow(ctx, schema.PolicySelect+` WHERE p.id = ? `+lock, id))
+	if errors.Is(err, sql.ErrNoRows) {
 		return nil, schema.NotFound("policy", id)
 	}
 	return p, err
@@ -82,7 +82,7 @@ func findPolicy(ctx context.Context, q querier, id, lock string) (*device.Policy
 
 // FindPolicies implements device.PolicyStore.
 func (s *Store) FindPolicies(ctx context.Context) ([]*device.Policy, error) {
-	rows, err := s.pool.Query(ctx, schema.PolicySelect+` ORDER BY p.name`)
+	rows, err := s.rq().Query(ctx, schema.PolicySelect+` ORDER BY p.name`)
 	if err != nil {
 		return nil, fmt.Errorf("find policies: %w", err)
 	}
@@ -107,12 +107,11 @@ func (s *Store) PolicyCompliance(ctx context.Context, ids []string) (map[string]
 	if len(ids) == 0 {
 		return out, nil
 	}
-	clean := make([]string, len(ids))
-	for i, id := range ids {
-		clean[i] = pgText(id)
-	}
-	err := s.read(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT id FROM policies WHERE id = ANY($1)`, clean)
+	var a args
+	list := in(&a, ids)
+	policyID := s.d.jsonField("params", "policyId")
+	err := s.read(ctx, func(tx querier) error {
+		rows, err := tx.Query(ctx, `SELECT id FROM policies WHERE id IN `+list, a...)
 		if err != nil {
 			return err
 		}
@@ -136,7 +135,7 @@ func (s *Store) PolicyCompliance(ctx context.Context, ids []string) (map[string]
 			FROM agent_policies ap
 			JOIN policies p ON p.id = ap.policy_id
 			JOIN agents a ON a.id = ap.agent_id AND a.removed_at IS NULL
-			WHERE ap.policy_id = ANY($1) GROUP BY ap.policy_id`, clean)
+			WHERE ap.policy_id IN `+list+` GROUP BY ap.policy_id`, a...)
 		if err != nil {
 			return err
 		}
@@ -155,9 +154,9 @@ func (s *Store) PolicyCompliance(ctx context.Context, ids []string) (map[string]
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		rows, err = tx.Query(ctx, `SELECT (params::jsonb) ->> 'policyId', count(DISTINCT agent_id) FROM commands
-			WHERE type = 'apply-policy' AND state IN `+schema.ActiveStates+` AND (params::jsonb) ->> 'policyId' = ANY($1)
-			GROUP BY (params::jsonb) ->> 'policyId'`, clean)
+		rows, err = tx.Query(ctx, `SELECT `+policyID+`, count(DISTINCT agent_id) FROM commands
+			WHERE type = 'apply-policy' AND state IN `+schema.ActiveStates+` AND `+policyID+` IN `+list+`
+			GROUP BY `+policyID, a...)
 		if err != nil {
 			return err
 		}
@@ -183,7 +182,7 @@ func (s *Store) PolicyCompliance(ctx context.Context, ids []string) (map[string]
 // FindPolicyAgents implements device.PolicyStore.
 func (s *Store) FindPolicyAgents(ctx context.Context, f device.PolicyAgentFilter) ([]*device.PolicyAgent, error) {
 	var out []*device.PolicyAgent
-	err := s.read(ctx, func(tx pgx.Tx) error {
+	err := s.read(ctx, func(tx querier) error {
 		p, err := findPolicy(ctx, tx, f.PolicyID, "")
 		if err != nil {
 			return err
@@ -204,7 +203,7 @@ func (s *Store) FindPolicyAgents(ctx context.Context, f device.PolicyAgentFilter
 			return errs.Invalidf("compliance state must be one of %s, got %q", strings.Join(device.ComplianceStates, ", "), f.State)
 		}
 		if f.After != nil {
-			where = append(where, `(a.hostname, a.id) > (`+a.add(pgText(f.After.Hostname))+`, `+a.add(pgText(f.After.ID))+`)`)
+			where = append(where, `(a.hostname, a.id) > (`+a.add(f.After.Hostname)+`, `+a.add(f.After.ID)+`)`)
 		}
 		query := `SELECT a.id, a.hostname, ap.version, ap.compliant, ap.message, a.last_seen_at
 			FROM agent_policies ap JOIN agents a ON a.id = ap.agent_id

@@ -1,4 +1,4 @@
-package sqlite
+package sqlstore
 
 import (
 	"context"
@@ -12,16 +12,36 @@ import (
 	"github.com/patchline/patchline/internal/exposure"
 )
 
+// benchEngines are the engines of the benchmarks, with the parallelism of
+// each: many check-ins at once on one SQLite server, fewer per replica on
+// PostgreSQL.
+var benchEngines = []struct {
+	name        string
+	open        func(testing.TB) *Store
+	parallelism int
+}{
+	{"sqlite", mustOpenSQLite, 32},
+	{"postgres", mustOpenPostgres, 4},
+}
+
+// benchEach runs bench on each engine.
+func benchEach(b *testing.B, bench func(b *testing.B, s *Store, parallelism int)) {
+	for _, e := range benchEngines {
+		b.Run(e.name, func(b *testing.B) { bench(b, e.open(b), e.parallelism) })
+	}
+}
+
 // BenchmarkCheckIn measures agent check-ins (no inventory change, no
 // commands) from many agents at once, the steady state of a fleet. The
 // target is 5,000 a second on two cores.
-func BenchmarkCheckIn(b *testing.B) {
+func BenchmarkCheckIn(b *testing.B) { benchEach(b, benchCheckIn) }
+
+func benchCheckIn(b *testing.B, s *Store, parallelism int) {
 	ctx := context.Background()
-	s := mustOpenStore(b)
 	const fleet = 1000
 	ids := enrollFleet(b, s, fleet, device.Inventory{Software: make([]device.Software, 200)})
 	b.ResetTimer()
-	b.SetParallelism(32) // many agents at once, as on a server
+	b.SetParallelism(parallelism)
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
@@ -38,10 +58,11 @@ func BenchmarkCheckIn(b *testing.B) {
 
 // BenchmarkAppendAudit measures appending to the audit log, which every
 // API request does.
-func BenchmarkAppendAudit(b *testing.B) {
+func BenchmarkAppendAudit(b *testing.B) { benchEach(b, benchAppendAudit) }
+
+func benchAppendAudit(b *testing.B, s *Store, parallelism int) {
 	ctx := context.Background()
-	s := mustOpenStore(b)
-	b.SetParallelism(32)
+	b.SetParallelism(parallelism)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			e := &audit.Entry{Time: time.Now(), Actor: "key:plk_x", KeyID: "plk_x", Method: "GET", Path: "/api/agents", Status: 200, ClientAddress: "127.0.0.1"}
@@ -59,9 +80,10 @@ func BenchmarkAppendAudit(b *testing.B) {
 // findings over 15 products, as the simulated fleet's agents have against
 // the sample catalog. Every agent of a fleet that just enrolled is
 // evaluated once, while the fleet checks in.
-func BenchmarkPutExposure(b *testing.B) {
+func BenchmarkPutExposure(b *testing.B) { benchEach(b, benchPutExposure) }
+
+func benchPutExposure(b *testing.B, s *Store, _ int) {
 	ctx := context.Background()
-	s := mustOpenStore(b)
 	const fleet = 1000
 	ids := enrollFleet(b, s, fleet, device.Inventory{})
 	findings := func(i int) ([]string, []exposure.Finding) {

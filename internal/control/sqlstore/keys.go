@@ -1,4 +1,4 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"database/sql"
 
 	"github.com/patchline/patchline/internal/apikey"
 	"github.com/patchline/patchline/internal/control/schema"
@@ -16,13 +16,13 @@ import (
 
 // CreateKey implements apikey.KeyStore.
 func (s *Store) CreateKey(ctx context.Context, k *apikey.Key) error {
-	err := s.write(ctx, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO api_keys (`+schema.KeyColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-			k.ID, pgText(k.Name), k.SecretHash, k.Privileged, pgText(k.CreatedBy), ms(k.CreatedAt),
+	err := s.write(ctx, func(tx querier) error {
+		_, err := tx.Exec(ctx, `INSERT INTO api_keys (`+schema.KeyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			k.ID, k.Name, k.SecretHash, k.Privileged, k.CreatedBy, ms(k.CreatedAt),
 			msPtr(k.LastUsedAt), msPtr(k.ExpiresAt), msPtr(k.RevokedAt))
 		return err
 	})
-	if _, ok := isUnique(err); ok {
+	if _, ok := s.d.isUnique(err); ok {
 		return errs.Conflictf("API key %s exists", k.ID)
 	}
 	if err != nil {
@@ -34,7 +34,7 @@ func (s *Store) CreateKey(ctx context.Context, k *apikey.Key) error {
 // FindKeyByID implements apikey.KeyStore. It reads the database every
 // time: a key revoked through one replica is refused by all at once.
 func (s *Store) FindKeyByID(ctx context.Context, id string) (*apikey.Key, error) {
-	k, err := findKey(ctx, s.pool, id, "")
+	k, err := findKey(ctx, s.rq(), id, "")
 	if err != nil {
 		return nil, fmt.Errorf("find key %s: %w", id, err)
 	}
@@ -43,8 +43,8 @@ func (s *Store) FindKeyByID(ctx context.Context, id string) (*apikey.Key, error)
 
 // findKey returns a key; lock is "" or a locking clause.
 func findKey(ctx context.Context, q querier, id, lock string) (*apikey.Key, error) {
-	k, err := scanKey(q.QueryRow(ctx, `SELECT `+schema.KeyColumns+` FROM api_keys WHERE id = $1 `+lock, pgText(id)))
-	if errors.Is(err, pgx.ErrNoRows) {
+	k, err := scanKey(q.QueryRow(ctx, `SELECT `+schema.KeyColumns+` FROM api_keys WHERE id = ? `+lock, id))
+	if errors.Is(err, sql.ErrNoRows) {
 		return nil, schema.NotFound("API key", id)
 	}
 	return k, err
@@ -64,7 +64,7 @@ func (s *Store) FindKeys(ctx context.Context, f apikey.KeyFilter) ([]*apikey.Key
 		}
 	}
 	query += ` ORDER BY created_at DESC, id DESC`
-	rows, err := s.pool.Query(ctx, query, a...)
+	rows, err := s.rq().Query(ctx, query, a...)
 	if err != nil {
 		return nil, fmt.Errorf("find keys: %w", err)
 	}
@@ -86,15 +86,15 @@ func (s *Store) FindKeys(ctx context.Context, f apikey.KeyFilter) ([]*apikey.Key
 // RevokeKey implements apikey.KeyStore.
 func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) (*apikey.Key, error) {
 	var k *apikey.Key
-	err := s.write(ctx, func(tx pgx.Tx) error {
+	err := s.write(ctx, func(tx querier) error {
 		var err error
-		if k, err = findKey(ctx, tx, id, `FOR NO KEY UPDATE`); err != nil {
+		if k, err = findKey(ctx, tx, id, s.d.lockRow); err != nil {
 			return err
 		}
 		if k.RevokedAt != nil {
 			return errs.Conflictf("API key %s was revoked at %s", id, k.RevokedAt.Format(time.RFC3339))
 		}
-		if _, err := tx.Exec(ctx, `UPDATE api_keys SET revoked_at = $1 WHERE id = $2`, ms(at), k.ID); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE api_keys SET revoked_at = ? WHERE id = ?`, ms(at), k.ID); err != nil {
 			return err
 		}
 		t := fromMS(ms(at))
@@ -113,9 +113,9 @@ func (s *Store) EnablePrivileged(ctx context.Context, id string, expiresAt, now 
 		return nil, err
 	}
 	var k *apikey.Key
-	err := s.write(ctx, func(tx pgx.Tx) error {
+	err := s.write(ctx, func(tx querier) error {
 		var err error
-		if k, err = findKey(ctx, tx, id, `FOR NO KEY UPDATE`); err != nil {
+		if k, err = findKey(ctx, tx, id, s.d.lockRow); err != nil {
 			return err
 		}
 		switch st := k.State(now); {
@@ -124,7 +124,7 @@ func (s *Store) EnablePrivileged(ctx context.Context, id string, expiresAt, now 
 		case k.Privileged:
 			return errs.Conflictf("API key %s is already privileged", id)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE api_keys SET privileged = true, expires_at = $1 WHERE id = $2`, ms(expiresAt), k.ID); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE api_keys SET privileged = true, expires_at = ? WHERE id = ?`, ms(expiresAt), k.ID); err != nil {
 			return err
 		}
 		t := fromMS(ms(expiresAt))
@@ -139,9 +139,9 @@ func (s *Store) EnablePrivileged(ctx context.Context, id string, expiresAt, now 
 
 // TouchKey implements apikey.KeyStore.
 func (s *Store) TouchKey(ctx context.Context, id string, at time.Time) error {
-	_, err := s.pool.Exec(ctx, `UPDATE api_keys SET last_used_at = $1
-		WHERE id = $2 AND (last_used_at IS NULL OR last_used_at <= $3)`,
-		ms(at), pgText(id), ms(at.Add(-apikey.LastUsedResolution)))
+	_, err := s.wq().Exec(ctx, `UPDATE api_keys SET last_used_at = ?
+		WHERE id = ? AND (last_used_at IS NULL OR last_used_at <= ?)`,
+		ms(at), id, ms(at.Add(-apikey.LastUsedResolution)))
 	if err != nil {
 		return fmt.Errorf("touch key %s: %w", id, err)
 	}
@@ -164,7 +164,7 @@ func scanKey(row scanner) (*apikey.Key, error) {
 
 // CreateEnrollSecret implements device.EnrollSecretStore.
 func (s *Store) CreateEnrollSecret(ctx context.Context, e *device.EnrollSecret) error {
-	err := s.write(ctx, func(tx pgx.Tx) error {
+	err := s.write(ctx, func(tx querier) error {
 		if e.Ring != "" {
 			if _, err := findRing(ctx, tx, e.Ring); errors.Is(err, errs.ErrNotFound) {
 				return errs.Invalidf("there is no ring %q", e.Ring)
@@ -172,10 +172,10 @@ func (s *Store) CreateEnrollSecret(ctx context.Context, e *device.EnrollSecret) 
 				return err
 			}
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO enroll_secrets (`+schema.EnrollColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-			e.ID, e.SecretHash, nullString(e.Ring), pgText(e.CreatedBy), ms(e.CreatedAt), msPtr(e.ExpiresAt),
+		_, err := tx.Exec(ctx, `INSERT INTO enroll_secrets (`+schema.EnrollColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			e.ID, e.SecretHash, nullString(e.Ring), e.CreatedBy, ms(e.CreatedAt), msPtr(e.ExpiresAt),
 			msPtr(e.RevokedAt), msPtr(e.LastUsedAt), e.Uses)
-		if _, ok := isUnique(err); ok {
+		if _, ok := s.d.isUnique(err); ok {
 			return errs.Conflictf("enrollment secret %s exists", e.ID)
 		}
 		return err
@@ -188,7 +188,7 @@ func (s *Store) CreateEnrollSecret(ctx context.Context, e *device.EnrollSecret) 
 
 // FindEnrollSecrets implements device.EnrollSecretStore.
 func (s *Store) FindEnrollSecrets(ctx context.Context) ([]*device.EnrollSecret, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+schema.EnrollColumns+` FROM enroll_secrets ORDER BY created_at DESC, id DESC`)
+	rows, err := s.rq().Query(ctx, `SELECT `+schema.EnrollColumns+` FROM enroll_secrets ORDER BY created_at DESC, id DESC`)
 	if err != nil {
 		return nil, fmt.Errorf("find enrollment secrets: %w", err)
 	}
@@ -210,15 +210,15 @@ func (s *Store) FindEnrollSecrets(ctx context.Context) ([]*device.EnrollSecret, 
 // RevokeEnrollSecret implements device.EnrollSecretStore.
 func (s *Store) RevokeEnrollSecret(ctx context.Context, id string, at time.Time) (*device.EnrollSecret, error) {
 	var e *device.EnrollSecret
-	err := s.write(ctx, func(tx pgx.Tx) error {
+	err := s.write(ctx, func(tx querier) error {
 		var err error
-		if e, err = findEnrollSecret(ctx, tx, `id = $1 FOR NO KEY UPDATE`, pgText(id)); err != nil {
+		if e, err = findEnrollSecret(ctx, tx, `id = ? `+s.d.lockRow, id); err != nil {
 			return err
 		}
 		if e.RevokedAt != nil {
 			return errs.Conflictf("enrollment secret %s is already revoked", id)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE enroll_secrets SET revoked_at = $1 WHERE id = $2`, ms(at), e.ID); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE enroll_secrets SET revoked_at = ? WHERE id = ?`, ms(at), e.ID); err != nil {
 			return err
 		}
 		t := fromMS(ms(at))
@@ -232,10 +232,10 @@ func (s *Store) RevokeEnrollSecret(ctx context.Context, id string, at time.Time)
 }
 
 // findEnrollSecret returns the secret matching cond, which has one
-// placeholder $1 for arg and may end in a locking clause.
+// placeholder ? for arg and may end in a locking clause.
 func findEnrollSecret(ctx context.Context, q querier, cond string, arg any) (*device.EnrollSecret, error) {
 	e, err := scanEnrollSecret(q.QueryRow(ctx, `SELECT `+schema.EnrollColumns+` FROM enroll_secrets WHERE `+cond, arg))
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errs.NotFoundf("enrollment secret not found")
 	}
 	return e, err

@@ -1,4 +1,4 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
@@ -20,8 +20,8 @@ import (
 // no operation fails on a lock, and the audit chain verifies.
 func TestReplicasUnderLoad(t *testing.T) {
 	ctx := context.Background()
-	first := mustOpen(t)
-	replicas := []*Store{first, mustOpenDSN(t, dsnOf(first)), mustOpenDSN(t, dsnOf(first))}
+	first := mustOpenPostgres(t)
+	replicas := []*Store{first, mustOpenDSN(t, first.source), mustOpenDSN(t, first.source)}
 	secret := apikey.HashSecret("load")
 	if err := first.CreateEnrollSecret(ctx, &device.EnrollSecret{ID: "enr_load", SecretHash: secret, CreatedBy: "t", CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)

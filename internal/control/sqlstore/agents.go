@@ -1,22 +1,28 @@
-package sqlite
+package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
+
+	"database/sql"
 
 	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/device"
 	"github.com/patchline/patchline/internal/errs"
 )
 
-// EnrollAgent implements device.AgentStore.
+// EnrollAgent implements device.AgentStore. It locks the row of the
+// enrollment secret, so that a revocation is either before the enrollment
+// or after it.
 func (s *Store) EnrollAgent(ctx context.Context, secretHash []byte, a *device.Agent) error {
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		sec, err := findEnrollSecret(ctx, tx, `secret_hash = ?`, secretHash)
+	ring := a.Ring
+	err := s.write(ctx, func(tx querier) error {
+		a.Ring = ring
+		sec, err := findEnrollSecret(ctx, tx, `secret_hash = ? `+s.d.lockRow, secretHash)
 		if errors.Is(err, errs.ErrNotFound) {
 			return errs.Unauthorizedf("unknown enrollment secret")
 		}
@@ -41,10 +47,10 @@ func (s *Store) EnrollAgent(ctx context.Context, secretHash []byte, a *device.Ag
 			a.Ring, a.RingSource = device.RingFor(rings, a.Hostname, a.OS), device.RingSourceRule
 		}
 		a.EnrollSecretID = sec.ID
-		if err := insertAgent(ctx, tx, a); err != nil {
+		if err := s.insertAgent(ctx, tx, a); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE enroll_secrets SET uses = uses + 1, last_used_at = ? WHERE id = ?`,
+		_, err = tx.Exec(ctx, `UPDATE enroll_secrets SET uses = uses + 1, last_used_at = ? WHERE id = ?`,
 			ms(a.EnrolledAt), sec.ID)
 		return err
 	})
@@ -54,7 +60,7 @@ func (s *Store) EnrollAgent(ctx context.Context, secretHash []byte, a *device.Ag
 	return nil
 }
 
-func insertAgent(ctx context.Context, tx *sql.Tx, a *device.Agent) error {
+func (s *Store) insertAgent(ctx context.Context, tx querier, a *device.Agent) error {
 	ips, inv, applied, err := agentJSON(a.IPs, &a.Inventory, a.AppliedPolicies)
 	if err != nil {
 		return err
@@ -66,12 +72,13 @@ func insertAgent(ctx context.Context, tx *sql.Tx, a *device.Agent) error {
 	if a.RingSource == "" {
 		a.RingSource = device.RingSourceManual
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO agents (`+schema.AgentColumns+`)
+	_, err = tx.Exec(ctx, `INSERT INTO agents (`+schema.AgentColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		a.ID, a.Hostname, a.OS.Platform, a.OS.Name, a.OS.Version, a.OS.Build, a.Arch, a.AgentVersion, a.Capability,
+		a.ID, a.Hostname, a.OS.Platform, a.OS.Name, a.OS.Version, a.OS.Build,
+		a.Arch, a.AgentVersion, a.Capability,
 		ips, nullString(a.Ring), nullString(a.EnrollSecretID), a.CredentialHash, ms(a.EnrolledAt), ms(a.LastSeenAt), inv,
 		fu.State, fu.Target, applied, a.RebootPending, msPtr(a.RemovedAt), a.RingSource, a.InventoryHash)
-	if isUnique(err) {
+	if _, ok := s.d.isUnique(err); ok {
 		return errs.Conflictf("agent %s exists", a.ID)
 	}
 	return err
@@ -79,7 +86,7 @@ func insertAgent(ctx context.Context, tx *sql.Tx, a *device.Agent) error {
 
 // agentJSON encodes the JSON columns of an agent; a nil inventory encodes
 // as nil.
-func agentJSON(ips []string, inv *device.Inventory, applied []device.AppliedPolicy) (ipsJSON, invJSON, appliedJSON any, err error) {
+func agentJSON(ips []string, inv *device.Inventory, applied []device.AppliedPolicy) (ipsJSON string, invJSON *string, appliedJSON string, err error) {
 	if ips == nil {
 		ips = []string{}
 	}
@@ -88,11 +95,11 @@ func agentJSON(ips []string, inv *device.Inventory, applied []device.AppliedPoli
 	}
 	b1, err := json.Marshal(ips)
 	if err != nil {
-		return nil, nil, nil, err
+		return "", nil, "", err
 	}
 	b3, err := json.Marshal(applied)
 	if err != nil {
-		return nil, nil, nil, err
+		return "", nil, "", err
 	}
 	if inv != nil {
 		i := *inv
@@ -104,28 +111,37 @@ func agentJSON(ips []string, inv *device.Inventory, applied []device.AppliedPoli
 		}
 		b2, err := json.Marshal(i)
 		if err != nil {
-			return nil, nil, nil, err
+			return "", nil, "", err
 		}
-		invJSON = string(b2)
+		v := string(b2)
+		invJSON = &v
 	}
+	// encoding/json writes valid UTF-8, and escapes NUL.
 	return string(b1), invJSON, string(b3), nil
 }
 
 // FindAgentByID implements device.AgentStore.
 func (s *Store) FindAgentByID(ctx context.Context, id string) (*device.Agent, error) {
-	a, err := findAgent(ctx, s.db, id)
+	a, err := findLiveAgent(ctx, s.rq(), id, "")
 	if err != nil {
 		return nil, fmt.Errorf("find agent %s: %w", id, err)
-	}
-	if a.RemovedAt != nil {
-		return nil, schema.NotFound("agent", id)
 	}
 	return a, nil
 }
 
-// findAgent returns an agent, removed or not.
-func findAgent(ctx context.Context, q querier, id string) (*device.Agent, error) {
-	a, err := scanAgent(q.QueryRowContext(ctx, `SELECT `+schema.AgentColumns+` FROM agents WHERE id = ?`, id))
+// findLiveAgent returns an agent that is not removed.
+func findLiveAgent(ctx context.Context, q querier, id, lock string) (*device.Agent, error) {
+	a, err := findAgent(ctx, q, id, lock)
+	if err == nil && a.RemovedAt != nil {
+		return nil, schema.NotFound("agent", id)
+	}
+	return a, err
+}
+
+// findAgent returns an agent, removed or not; lock is "" or a locking
+// clause.
+func findAgent(ctx context.Context, q querier, id, lock string) (*device.Agent, error) {
+	a, err := scanAgent(q.QueryRow(ctx, `SELECT `+schema.AgentColumns+` FROM agents WHERE id = ? `+lock, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, schema.NotFound("agent", id)
 	}
@@ -135,48 +151,37 @@ func findAgent(ctx context.Context, q querier, id string) (*device.Agent, error)
 // FindAgents implements device.AgentStore.
 func (s *Store) FindAgents(ctx context.Context, f device.AgentFilter) ([]*device.Agent, error) {
 	where := []string{`removed_at IS NULL`}
-	var args []any
+	var a args
 	if len(f.IDs) > 0 {
-		where = append(where, `id IN (`+placeholders(len(f.IDs))+`)`)
-		for _, id := range f.IDs {
-			args = append(args, id)
-		}
+		where = append(where, `id IN `+in(&a, f.IDs))
 	}
 	switch cutoff := ms(schema.TimeOr(f.Now, s.Now).Add(-device.OfflineAfter)); f.Status {
 	case device.StatusOnline:
-		where = append(where, `last_seen_at > ?`)
-		args = append(args, cutoff)
+		where = append(where, `last_seen_at > `+a.add(cutoff))
 	case device.StatusOffline:
-		where = append(where, `last_seen_at <= ?`)
-		args = append(args, cutoff)
+		where = append(where, `last_seen_at <= `+a.add(cutoff))
 	}
 	if f.Platform != "" {
-		where = append(where, `os_platform = ?`)
-		args = append(args, f.Platform)
+		where = append(where, `os_platform = `+a.add(f.Platform))
 	}
 	if f.Ring != "" {
-		where = append(where, `ring = ?`)
-		args = append(args, f.Ring)
+		where = append(where, `ring = `+a.add(f.Ring))
 	}
 	if f.Text != "" {
 		pat := "%" + schema.LikeEscape(f.Text) + "%"
-		where = append(where, `(hostname LIKE ? ESCAPE '\' OR id LIKE ? ESCAPE '\')`)
-		args = append(args, pat, pat)
+		where = append(where, `(hostname `+s.d.ilike+` `+a.add(pat)+` ESCAPE '\' OR id `+s.d.ilike+` `+a.add(pat)+` ESCAPE '\')`)
 	}
 	if f.FeatureUpgrade != "" {
-		where = append(where, `feature_upgrade = ?`)
-		args = append(args, f.FeatureUpgrade)
+		where = append(where, `feature_upgrade = `+a.add(f.FeatureUpgrade))
 	}
 	if f.After != nil {
-		where = append(where, `(hostname, id) > (?, ?)`)
-		args = append(args, f.After.Hostname, f.After.ID)
+		where = append(where, `(hostname, id) > (`+a.add(f.After.Hostname)+`, `+a.add(f.After.ID)+`)`)
 	}
 	query := `SELECT ` + schema.AgentColumns + ` FROM agents WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY hostname, id`
 	if f.Limit > 0 {
-		query += ` LIMIT ?`
-		args = append(args, f.Limit)
+		query += ` LIMIT ` + a.add(f.Limit)
 	}
-	rows, err := s.db.QueryContext(ctx, query, args...)
+	rows, err := s.rq().Query(ctx, query, a...)
 	if err != nil {
 		return nil, fmt.Errorf("find agents: %w", err)
 	}
@@ -195,8 +200,8 @@ func (s *Store) FindAgents(ctx context.Context, f device.AgentFilter) ([]*device
 	return out, nil
 }
 
-// sqlAgentCredential selects what authenticates an agent; it is
-// prepared once, as every agent request runs it.
+// sqlAgentCredential selects what authenticates an agent: every agent
+// request runs it.
 const sqlAgentCredential = `SELECT credential_hash, removed_at FROM agents WHERE id = ?`
 
 // FindAgentCredential implements device.AgentStore.
@@ -205,11 +210,15 @@ func (s *Store) FindAgentCredential(ctx context.Context, id string) (*device.Age
 		return nil, fmt.Errorf("find agent credential %s: %w", id, err)
 	}
 	c := device.AgentCredential{AgentID: id}
-	var removed sql.NullInt64
-	// One row by its key takes microseconds: it is not worth the two
-	// goroutines that watch a context that can end (database/sql's and
-	// the driver's), on every agent request.
-	err := s.stmts.credential.QueryRowContext(context.WithoutCancel(ctx), id).Scan(&c.Hash, &removed)
+	var removed *int64
+	qctx := ctx
+	if s.d.unwatched {
+		// One row by its key takes microseconds: it is not worth the two
+		// goroutines that watch a context that can end (database/sql's
+		// and the driver's), on every agent request.
+		qctx = context.WithoutCancel(ctx)
+	}
+	err := s.rq().QueryRow(qctx, sqlAgentCredential, id).Scan(&c.Hash, &removed)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, schema.NotFound("agent", id)
 	}
@@ -223,13 +232,10 @@ func (s *Store) FindAgentCredential(ctx context.Context, id string) (*device.Age
 // SetAgentRing implements device.AgentStore.
 func (s *Store) SetAgentRing(ctx context.Context, id, ring string) (*device.Agent, error) {
 	var a *device.Agent
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx querier) error {
 		var err error
-		if a, err = findAgent(ctx, tx, id); err != nil {
+		if a, err = findLiveAgent(ctx, tx, id, s.d.lockRow); err != nil {
 			return err
-		}
-		if a.RemovedAt != nil {
-			return schema.NotFound("agent", id)
 		}
 		if ring != "" {
 			if _, err := findRing(ctx, tx, ring); errors.Is(err, errs.ErrNotFound) {
@@ -238,7 +244,7 @@ func (s *Store) SetAgentRing(ctx context.Context, id, ring string) (*device.Agen
 				return err
 			}
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE agents SET ring = ?, ring_source = 'manual' WHERE id = ?`, nullString(ring), id); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE agents SET ring = ?, ring_source = 'manual' WHERE id = ?`, nullString(ring), a.ID); err != nil {
 			return err
 		}
 		a.Ring, a.RingSource = ring, device.RingSourceManual
@@ -253,20 +259,17 @@ func (s *Store) SetAgentRing(ctx context.Context, id, ring string) (*device.Agen
 // SetAgentRingByRule implements device.AgentStore.
 func (s *Store) SetAgentRingByRule(ctx context.Context, id string) (*device.Agent, error) {
 	var a *device.Agent
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx querier) error {
 		var err error
-		if a, err = findAgent(ctx, tx, id); err != nil {
+		if a, err = findLiveAgent(ctx, tx, id, s.d.lockRow); err != nil {
 			return err
-		}
-		if a.RemovedAt != nil {
-			return schema.NotFound("agent", id)
 		}
 		rings, err := findRings(ctx, tx)
 		if err != nil {
 			return err
 		}
 		a.Ring, a.RingSource = device.RingFor(rings, a.Hostname, a.OS), device.RingSourceRule
-		_, err = tx.ExecContext(ctx, `UPDATE agents SET ring = ?, ring_source = 'rule' WHERE id = ?`, nullString(a.Ring), id)
+		_, err = tx.Exec(ctx, `UPDATE agents SET ring = ?, ring_source = 'rule' WHERE id = ?`, nullString(a.Ring), a.ID)
 		return err
 	})
 	if err != nil {
@@ -276,13 +279,14 @@ func (s *Store) SetAgentRingByRule(ctx context.Context, id string) (*device.Agen
 }
 
 // reassignRings moves every agent whose ring follows the rules to the ring
-// the current rules choose.
-func reassignRings(ctx context.Context, tx *sql.Tx) error {
+// the current rules choose, in id order so that two of them lock rows in
+// the same order.
+func reassignRings(ctx context.Context, tx querier) error {
 	rings, err := findRings(ctx, tx)
 	if err != nil {
 		return err
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT id, hostname, os_platform, os_name, coalesce(ring, '') FROM agents
+	rows, err := tx.Query(ctx, `SELECT id, hostname, os_platform, os_name, coalesce(ring, '') FROM agents
 		WHERE ring_source = 'rule' AND removed_at IS NULL`)
 	if err != nil {
 		return err
@@ -303,8 +307,13 @@ func reassignRings(ctx context.Context, tx *sql.Tx) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	for id, ring := range moves {
-		if _, err := tx.ExecContext(ctx, `UPDATE agents SET ring = ? WHERE id = ?`, nullString(ring), id); err != nil {
+	ids := make([]string, 0, len(moves))
+	for id := range moves {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		if _, err := tx.Exec(ctx, `UPDATE agents SET ring = ? WHERE id = ?`, nullString(moves[id]), id); err != nil {
 			return err
 		}
 	}
@@ -313,24 +322,24 @@ func reassignRings(ctx context.Context, tx *sql.Tx) error {
 
 // RemoveAgent implements device.AgentStore.
 func (s *Store) RemoveAgent(ctx context.Context, id string, cmd *device.Command) error {
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx querier) error {
 		now := ms(cmd.CreatedAt)
-		res, err := tx.ExecContext(ctx, `UPDATE agents SET removed_at = ? WHERE id = ? AND removed_at IS NULL`, now, id)
+		tag, err := tx.Exec(ctx, `UPDATE agents SET removed_at = ? WHERE id = ? AND removed_at IS NULL`, now, id)
 		if err != nil {
 			return err
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
+		if rowsAffected(tag) == 0 {
 			return schema.NotFound("agent", id)
 		}
 		result, _ := json.Marshal(device.Result{Message: "canceled: the agent was removed"})
-		if _, err := tx.ExecContext(ctx, `UPDATE commands SET state = 'canceled', result = ?, updated_at = ?
+		if _, err := tx.Exec(ctx, `UPDATE commands SET state = 'canceled', result = ?, updated_at = ?
 			WHERE agent_id = ? AND state IN ('queued', 'delivered')`, string(result), now, id); err != nil {
 			return err
 		}
-		if err := settleRollouts(ctx, tx, "", cmd.CreatedAt); err != nil {
+		if err := s.settleRollouts(ctx, tx, "", cmd.CreatedAt); err != nil {
 			return err
 		}
-		return insertCommand(ctx, tx, cmd)
+		return s.insertCommand(ctx, tx, cmd)
 	})
 	if err != nil {
 		return fmt.Errorf("remove agent %s: %w", id, err)
@@ -340,16 +349,16 @@ func (s *Store) RemoveAgent(ctx context.Context, id string, cmd *device.Command)
 
 func scanAgent(row scanner) (*device.Agent, error) {
 	var a device.Agent
-	var ring, secretID sql.NullString
+	var ring, secretID *string
 	var enrolled, lastSeen int64
-	var removed sql.NullInt64
+	var removed *int64
 	var ips, inv, applied string
 	if err := row.Scan(&a.ID, &a.Hostname, &a.OS.Platform, &a.OS.Name, &a.OS.Version, &a.OS.Build, &a.Arch,
 		&a.AgentVersion, &a.Capability, &ips, &ring, &secretID, &a.CredentialHash, &enrolled, &lastSeen, &inv,
 		&a.FeatureUpgrade.State, &a.FeatureUpgrade.Target, &applied, &a.RebootPending, &removed, &a.RingSource, &a.InventoryHash); err != nil {
 		return nil, err
 	}
-	a.Ring, a.EnrollSecretID = ring.String, secretID.String
+	a.Ring, a.EnrollSecretID = str(ring), str(secretID)
 	a.EnrolledAt, a.LastSeenAt = fromMS(enrolled), fromMS(lastSeen)
 	a.RemovedAt = fromNullMS(removed)
 	if err := json.Unmarshal([]byte(ips), &a.IPs); err != nil {

@@ -1,0 +1,162 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/patchline/patchline/internal/pgmigrate"
+)
+
+//go:embed migrations/postgres/*.sql
+var postgresMigrations embed.FS
+
+// postgresMigrationsTable records the applied migrations, named after the
+// store so that the catalog and the control store may share a database.
+const postgresMigrationsTable = "control_migrations"
+
+// DefaultMaxConns is the size of the connection pool of a PostgreSQL DSN
+// that does not set pool_max_conns.
+const DefaultMaxConns = 16
+
+// IsPostgresDSN reports whether dsn names a PostgreSQL database: a
+// postgres:// or postgresql:// URL.
+func IsPostgresDSN(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
+// postgresDialect is PostgreSQL's: replicas share the database, so writes
+// lock what they read.
+var postgresDialect = &dialect{
+	rebind:     rebindCached,
+	arg:        pgArg,
+	text:       pgText,
+	lockRow:    "FOR NO KEY UPDATE",
+	skipLocked: "FOR UPDATE SKIP LOCKED",
+	ilike:      "ILIKE",
+	queueOrder: "seq",
+	token:      "exposure_token()",
+	greatest:   "greatest",
+	jsonField:  func(col, key string) string { return `((` + col + `::jsonb) ->> '` + key + `')` },
+	jsonLength: func(col string) string { return `json_array_length(` + col + `::json)` },
+	lock: func(ctx context.Context, q querier, key int64, sub string) error {
+		if sub == "" {
+			_, err := q.Exec(ctx, `SELECT pg_advisory_xact_lock(?)`, key)
+			return err
+		}
+		_, err := q.Exec(ctx, `SELECT pg_advisory_xact_lock(?::integer, hashtext(?))`, int32(key), sub)
+		return err
+	},
+	readOpts: &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
+	isUnique: func(err error) (string, bool) {
+		var e *pgconn.PgError
+		if errors.As(err, &e) && e.Code == "23505" {
+			return e.ConstraintName, true
+		}
+		return "", false
+	},
+	retryable: func(err error) bool {
+		var e *pgconn.PgError
+		return errors.As(err, &e) && (e.Code == "40P01" || e.Code == "40001")
+	},
+	multiRow: true,
+}
+
+// OpenPostgres connects to the database that dsn names and applies the
+// migrations it lacks. The DSN takes libpq's parameters (sslmode,
+// search_path ...) and pgxpool's (pool_max_conns ...).
+//
+// Migrations are applied in order, each in its own transaction under an
+// advisory lock, so that replicas starting at once apply each migration
+// once. Nothing is cached: revocation and expiry of keys, secrets and
+// sessions are read from the database on every request, whichever replica
+// serves it.
+func OpenPostgres(ctx context.Context, dsn string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open control store: %w", err)
+	}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open control store: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open control store: %w", err)
+	}
+	err = pgmigrate.Apply(ctx, pool, pgmigrate.Set{
+		Files: postgresMigrations, Dir: "migrations/postgres", Table: postgresMigrationsTable, Lock: migrationLock,
+		Applied: func() int64 { return time.Now().UnixMilli() },
+	})
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open control store: %w", err)
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	return &Store{d: postgresDialect, db: db, wdb: db, source: pool.Config().ConnString(), Now: time.Now,
+		quit:    make(chan struct{}),
+		closers: []func() error{func() error { pool.Close(); return nil }},
+	}, nil
+}
+
+// rebound holds the queries rebindCached rewrote, by their ? text.
+var rebound sync.Map
+
+// rebindCached returns query with its ? placeholders numbered $1, $2 …,
+// rewriting each query text once. A ? within a string literal would be
+// numbered too: the store's queries have none.
+func rebindCached(query string) string {
+	if v, ok := rebound.Load(query); ok {
+		return v.(string)
+	}
+	var b strings.Builder
+	n := 0
+	for i := 0; i < len(query); i++ {
+		if query[i] == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(query[i])
+	}
+	out := b.String()
+	rebound.Store(query, out)
+	return out
+}
+
+// pgArg makes the strings among arguments storable as text.
+func pgArg(v any) any {
+	switch v := v.(type) {
+	case string:
+		return pgText(v)
+	case *string:
+		if v != nil {
+			t := pgText(*v)
+			return &t
+		}
+	}
+	return v
+}
+
+// pgText returns s as PostgreSQL's text takes it: valid UTF-8 without NUL
+// bytes, each byte it cannot hold replaced by U+FFFD.
+func pgText(s string) string {
+	if utf8.ValidString(s) && !strings.Contains(s, "\x00") {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
