@@ -16,7 +16,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -84,15 +83,7 @@ func (d *DB) Close() error {
 
 // Record implements cve.Catalog.
 func (d *DB) Record(ctx context.Context, id string) (*cve.Record, error) {
-	body, err := d.RecordJSON(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	var r cve.Record
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, fmt.Errorf("decode record %s: %w", id, err)
-	}
-	return &r, nil
+	return catalog.RecordFromJSON(ctx, d, id)
 }
 
 // RecordJSON implements cve.Catalog.

@@ -96,7 +96,7 @@ func dump(ctx context.Context, tx pgx.Tx, to DumpTarget) error {
 		return fmt.Errorf("dump ingest runs: %w", err)
 	}
 	err = each(ctx, tx, `SELECT `+catalog.SyncColumns+` FROM sync_state WHERE source <> $1 ORDER BY source`, func(rows pgx.Rows) error {
-		s, err := scanSyncState(rows)
+		s, err := catalog.ScanSyncState(rows)
 		if err != nil {
 			return err
 		}

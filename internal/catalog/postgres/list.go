@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -12,12 +11,6 @@ import (
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/errs"
 )
-
-// DefaultListLimit is the page size of a ListQuery without a Limit.
-const DefaultListLimit = 50
-
-// MaxListLimit bounds the page size a ListQuery may ask for.
-const MaxListLimit = 1000
 
 // List implements cve.Catalog. Rejected records are left out. Rows are
 // ordered by the sort column, then by CVE id, both in the direction of q;
@@ -75,18 +68,10 @@ type listPlan struct {
 }
 
 func newListPlan(q cve.ListQuery) (*listPlan, error) {
-	p := &listPlan{sortKey: cmp.Or(q.Sort, cve.SortPublished), desc: q.Desc, after: q.After}
-	col, ok := catalog.SortColumns[p.sortKey]
-	if !ok {
-		return nil, errs.Invalidf("unknown sort key %q", q.Sort)
-	}
-	p.col = col
-	if q.Limit < 0 || q.Limit > MaxListLimit {
-		return nil, errs.Invalidf("limit must be between 1 and %d, got %d", MaxListLimit, q.Limit)
-	}
-	p.limit = q.Limit
-	if p.limit == 0 {
-		p.limit = DefaultListLimit
+	p := &listPlan{desc: q.Desc, after: q.After}
+	var err error
+	if p.sortKey, p.col, p.limit, err = catalog.ListOrder(q); err != nil {
+		return nil, err
 	}
 	p.where = []string{"NOT rejected"}
 	if strings.TrimSpace(q.Q) != "" {
@@ -101,13 +86,6 @@ func newListPlan(q cve.ListQuery) (*listPlan, error) {
 		p.where = append(p.where, "search @@ "+p.arg(tsq)+"::tsquery")
 	}
 	if len(q.Severities) > 0 {
-		for _, s := range q.Severities {
-			switch s {
-			case cve.SeverityCritical, cve.SeverityHigh, cve.SeverityMedium, cve.SeverityLow, cve.SeverityNone:
-			default:
-				return nil, errs.Invalidf("unknown severity %q", s)
-			}
-		}
 		p.where = append(p.where, "severity = ANY("+p.arg(q.Severities)+")")
 	}
 	if q.KEV != nil {

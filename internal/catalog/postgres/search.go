@@ -1,14 +1,13 @@
 package postgres
 
 import (
-	"slices"
 	"strconv"
 	"strings"
 	"unicode"
 
 	"golang.org/x/text/unicode/norm"
 
-	"github.com/patchline/patchline/internal/errs"
+	"github.com/patchline/patchline/internal/catalog"
 )
 
 // The words of the full-text search are cut and folded here rather than by
@@ -19,9 +18,6 @@ import (
 // it, so that both stores find the same records. The stored tsvector and
 // the tsquery are written in their input syntax, which takes lexemes as
 // they are.
-
-// maxSearchTerms bounds the number of words of a full-text search.
-const maxSearchTerms = 32
 
 // minPrefix is the length from which the last token of a search also
 // matches as a prefix: shorter prefixes match too much to be useful.
@@ -34,11 +30,9 @@ const maxLexemeBytes = 2046
 // larger ones to it.
 const maxPosition = 16383
 
-func isTokenRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) }
-
 // tokens returns the folded tokens of text in order.
 func tokens(text string) []string {
-	fields := strings.FieldsFunc(text, func(r rune) bool { return !isTokenRune(r) })
+	fields := strings.FieldsFunc(text, func(r rune) bool { return !catalog.IsTokenRune(r) })
 	for i, f := range fields {
 		fields[i] = fold(f)
 	}
@@ -117,13 +111,12 @@ func searchVector(id, description string) string {
 // must follow each other. Nothing the user types is read as tsquery syntax:
 // only tokens of letters and digits reach the query, each quoted. Words
 // without a letter or a digit are dropped; an empty result means nothing
-// can match. It returns errs.ErrInvalid for more than maxSearchTerms words.
+// can match. It returns errs.ErrInvalid for more than catalog.MaxSearchTerms words.
 func searchQuery(text string) (string, error) {
-	words := strings.Fields(text)
-	if len(words) > maxSearchTerms {
-		return "", errs.Invalidf("q has more than %d words", maxSearchTerms)
+	words, err := catalog.SearchWords(text)
+	if err != nil {
+		return "", err
 	}
-	words = slices.DeleteFunc(words, func(w string) bool { return !strings.ContainsFunc(w, isTokenRune) })
 	var b strings.Builder
 	for i, w := range words {
 		toks := tokens(w)

@@ -20,7 +20,7 @@ var _ catalog.SyncStates = (*DB)(nil)
 // SyncState implements catalog.SyncStates.
 func (d *DB) SyncState(ctx context.Context, source string) (catalog.SyncState, error) {
 	row := d.pool.QueryRow(ctx, `SELECT `+catalog.SyncColumns+` FROM sync_state WHERE source = $1`, pgText(source))
-	s, err := scanSyncState(row)
+	s, err := catalog.ScanSyncState(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return catalog.SyncState{Source: source}, errs.NotFoundf("source %s was never synced", source)
 	}
@@ -59,7 +59,7 @@ func (d *DB) ListSyncStates(ctx context.Context) ([]catalog.SyncState, error) {
 	defer rows.Close()
 	var out []catalog.SyncState
 	for rows.Next() {
-		s, err := scanSyncState(rows)
+		s, err := catalog.ScanSyncState(rows)
 		if err != nil {
 			return nil, fmt.Errorf("list sync states: %w", err)
 		}
@@ -107,20 +107,4 @@ func (d *DB) ReleaseSyncLease(ctx context.Context, holder string) error {
 		return fmt.Errorf("release sync lease: %w", err)
 	}
 	return nil
-}
-
-func scanSyncState(row pgx.Row) (catalog.SyncState, error) {
-	var (
-		s                          catalog.SyncState
-		attempt, success, nextTime int64
-		changed, failures          int32
-	)
-	err := row.Scan(&s.Source, &attempt, &success, &s.Cursor, &s.ETag, &s.LastModified,
-		&changed, &s.Error, &failures, &nextTime)
-	if err != nil {
-		return s, err
-	}
-	s.RecordsChanged, s.Failures = int(changed), int(failures)
-	s.LastAttempt, s.LastSuccess, s.NextAttempt = catalog.TimeOrZero(attempt), catalog.TimeOrZero(success), catalog.TimeOrZero(nextTime)
-	return s, nil
 }

@@ -121,19 +121,7 @@ func (t *writeTx) Facts(ctx context.Context, key int64) ([]cve.Facts, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []cve.Facts
-	for rows.Next() {
-		var body []byte
-		if err := rows.Scan(&body); err != nil {
-			return nil, err
-		}
-		var f cve.Facts
-		if err := json.Unmarshal(body, &f); err != nil {
-			return nil, fmt.Errorf("decode facts of %s: %w", cve.IDOfKey(key), err)
-		}
-		out = append(out, f)
-	}
-	return out, rows.Err()
+	return catalog.ScanFacts(rows, key)
 }
 
 // Lifecycles implements catalog.Tx.
@@ -143,19 +131,7 @@ func (t *writeTx) Lifecycles(ctx context.Context) ([]cve.Lifecycle, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []cve.Lifecycle
-	for rows.Next() {
-		var body []byte
-		if err := rows.Scan(&body); err != nil {
-			return nil, err
-		}
-		var l cve.Lifecycle
-		if err := json.Unmarshal(body, &l); err != nil {
-			return nil, fmt.Errorf("decode lifecycle: %w", err)
-		}
-		out = append(out, l)
-	}
-	return out, rows.Err()
+	return catalog.ScanLifecycles(rows)
 }
 
 // RecordState implements catalog.Tx.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -72,15 +71,7 @@ func (d *DB) SQL() *sql.DB { return d.db.Read }
 
 // Record implements cve.Catalog.
 func (d *DB) Record(ctx context.Context, id string) (*cve.Record, error) {
-	body, err := d.RecordJSON(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	var r cve.Record
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, fmt.Errorf("decode record %s: %w", id, err)
-	}
-	return &r, nil
+	return catalog.RecordFromJSON(ctx, d, id)
 }
 
 // RecordJSON implements cve.Catalog. A body read since the catalog last

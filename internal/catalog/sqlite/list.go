@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -10,21 +9,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode"
 
 	"github.com/patchline/patchline/internal/catalog"
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/errs"
 )
-
-// DefaultListLimit is the page size of a ListQuery without a Limit.
-const DefaultListLimit = 50
-
-// MaxListLimit bounds the page size a ListQuery may ask for.
-const MaxListLimit = 1000
-
-// maxSearchTerms bounds the number of words of a full-text search.
-const maxSearchTerms = 32
 
 // integerColumns are the sort columns that hold integers.
 var integerColumns = map[string]bool{"published": true, "has_fix": true, "is_kev": true, "key": true}
@@ -189,16 +178,11 @@ const (
 )
 
 func newListPlan(q cve.ListQuery) (*listPlan, error) {
-	p := &listPlan{sortKey: cmp.Or(q.Sort, cve.SortPublished), desc: q.Desc, after: q.After}
-	col, ok := catalog.SortColumns[p.sortKey]
-	if !ok {
-		return nil, errs.Invalidf("unknown sort key %q", q.Sort)
+	p := &listPlan{desc: q.Desc, after: q.After}
+	var err error
+	if p.sortKey, p.col, p.limit, err = catalog.ListOrder(q); err != nil {
+		return nil, err
 	}
-	p.col = col
-	if q.Limit < 0 || q.Limit > MaxListLimit {
-		return nil, errs.Invalidf("limit must be between 1 and %d, got %d", MaxListLimit, q.Limit)
-	}
-	p.limit = listLimit(q)
 	p.where = []string{"rejected = 0"}
 	if strings.TrimSpace(q.Q) != "" {
 		match, err := ftsQuery(q.Q)
@@ -215,11 +199,6 @@ func newListPlan(q cve.ListQuery) (*listPlan, error) {
 	}
 	if len(q.Severities) > 0 {
 		for _, s := range q.Severities {
-			switch s {
-			case cve.SeverityCritical, cve.SeverityHigh, cve.SeverityMedium, cve.SeverityLow, cve.SeverityNone:
-			default:
-				return nil, errs.Invalidf("unknown severity %q", s)
-			}
 			p.args = append(p.args, s)
 		}
 		p.where = append(p.where, "severity IN ("+placeholders(len(q.Severities))+")")
@@ -301,13 +280,6 @@ func (p *listPlan) sql(step listStep, limit int) (string, []any) {
 		" LIMIT " + strconv.Itoa(limit), args
 }
 
-func listLimit(q cve.ListQuery) int {
-	if q.Limit <= 0 {
-		return DefaultListLimit
-	}
-	return q.Limit
-}
-
 // listIndex names the index of migrations/002_list_indexes.sql that orders
 // rows by col.
 func listIndex(col string) string { return "records_list_" + col }
@@ -333,11 +305,10 @@ func placeholders(n int) string {
 // tokenizer would find nothing in them); an empty result means nothing can
 // match.
 func ftsQuery(text string) (string, error) {
-	words := strings.Fields(text)
-	if len(words) > maxSearchTerms {
-		return "", errs.Invalidf("q has more than %d words", maxSearchTerms)
+	words, err := catalog.SearchWords(text)
+	if err != nil {
+		return "", err
 	}
-	words = slices.DeleteFunc(words, func(w string) bool { return !strings.ContainsFunc(w, isTokenRune) })
 	var b strings.Builder
 	for i, w := range words {
 		if i > 0 {
@@ -357,18 +328,16 @@ func ftsQuery(text string) (string, error) {
 // matches as a prefix: shorter prefixes match too much to be useful.
 const minPrefix = 3
 
-func isTokenRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) }
-
 // lastTokenLen returns the number of letters and digits at the end of the
 // last token of w.
 func lastTokenLen(w string) int {
 	n := 0
 	rs := []rune(w)
 	i := len(rs) - 1
-	for i >= 0 && !isTokenRune(rs[i]) {
+	for i >= 0 && !catalog.IsTokenRune(rs[i]) {
 		i--
 	}
-	for ; i >= 0 && isTokenRune(rs[i]); i-- {
+	for ; i >= 0 && catalog.IsTokenRune(rs[i]); i-- {
 		n++
 	}
 	return n

@@ -19,7 +19,7 @@ var _ catalog.SyncStates = (*DB)(nil)
 // SyncState implements catalog.SyncStates.
 func (d *DB) SyncState(ctx context.Context, source string) (catalog.SyncState, error) {
 	row := d.db.Read.QueryRowContext(ctx, `SELECT `+catalog.SyncColumns+` FROM sync_state WHERE source = ?`, source)
-	s, err := scanSyncState(row)
+	s, err := catalog.ScanSyncState(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return catalog.SyncState{Source: source}, errs.NotFoundf("source %s was never synced", source)
 	}
@@ -58,7 +58,7 @@ func (d *DB) ListSyncStates(ctx context.Context) ([]catalog.SyncState, error) {
 	defer rows.Close()
 	var out []catalog.SyncState
 	for rows.Next() {
-		s, err := scanSyncState(rows)
+		s, err := catalog.ScanSyncState(rows)
 		if err != nil {
 			return nil, fmt.Errorf("list sync states: %w", err)
 		}
@@ -106,20 +106,6 @@ func (d *DB) ReleaseSyncLease(ctx context.Context, holder string) error {
 		return fmt.Errorf("release sync lease: %w", err)
 	}
 	return nil
-}
-
-func scanSyncState(row interface{ Scan(...any) error }) (catalog.SyncState, error) {
-	var (
-		s                          catalog.SyncState
-		attempt, success, nextTime int64
-	)
-	err := row.Scan(&s.Source, &attempt, &success, &s.Cursor, &s.ETag, &s.LastModified,
-		&s.RecordsChanged, &s.Error, &s.Failures, &nextTime)
-	if err != nil {
-		return s, err
-	}
-	s.LastAttempt, s.LastSuccess, s.NextAttempt = catalog.TimeOrZero(attempt), catalog.TimeOrZero(success), catalog.TimeOrZero(nextTime)
-	return s, nil
 }
 
 // write runs a statement on the write connection and tells the catalog's

@@ -192,19 +192,7 @@ func (t *tx_) Facts(ctx context.Context, key int64) ([]cve.Facts, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []cve.Facts
-	for rows.Next() {
-		var body []byte
-		if err := rows.Scan(&body); err != nil {
-			return nil, err
-		}
-		var f cve.Facts
-		if err := json.Unmarshal(body, &f); err != nil {
-			return nil, fmt.Errorf("decode facts of %s: %w", cve.IDOfKey(key), err)
-		}
-		out = append(out, f)
-	}
-	return out, rows.Err()
+	return catalog.ScanFacts(rows, key)
 }
 
 // FactsJSON returns the stored facts of each of keys (in ascending order),
@@ -279,19 +267,7 @@ func (t *tx_) Lifecycles(ctx context.Context) ([]cve.Lifecycle, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []cve.Lifecycle
-	for rows.Next() {
-		var body []byte
-		if err := rows.Scan(&body); err != nil {
-			return nil, err
-		}
-		var l cve.Lifecycle
-		if err := json.Unmarshal(body, &l); err != nil {
-			return nil, err
-		}
-		out = append(out, l)
-	}
-	return out, rows.Err()
+	return catalog.ScanLifecycles(rows)
 }
 
 func (t *tx_) RecordState(ctx context.Context, key int64) ([]byte, int64, bool, error) {

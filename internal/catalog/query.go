@@ -1,0 +1,141 @@
+package catalog
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode"
+
+	"github.com/patchline/patchline/internal/cve"
+	"github.com/patchline/patchline/internal/errs"
+)
+
+// What both stores share of reading the catalog, whatever their driver:
+// the checks of a list query, the words of a search, and the decoding of
+// stored rows. The SQL of each store stays its own: SQLite keeps a summary
+// index and a full-text table, PostgreSQL tsvector and GIN indexes.
+
+// DefaultListLimit is the page size of a list without a limit.
+const DefaultListLimit = 50
+
+// MaxListLimit is the largest page size of a list.
+const MaxListLimit = 1000
+
+// MaxSearchTerms bounds the words of a search.
+const MaxSearchTerms = 32
+
+// ListOrder returns the sort key of q and the column it orders by, with
+// its page size; errs.ErrInvalid for an unknown sort key, a limit out of
+// bounds or an unknown severity.
+func ListOrder(q cve.ListQuery) (sortKey, col string, limit int, err error) {
+	sortKey = cmp.Or(q.Sort, cve.SortPublished)
+	col, ok := SortColumns[sortKey]
+	if !ok {
+		return "", "", 0, errs.Invalidf("unknown sort key %q", q.Sort)
+	}
+	if q.Limit < 0 || q.Limit > MaxListLimit {
+		return "", "", 0, errs.Invalidf("limit must be between 1 and %d, got %d", MaxListLimit, q.Limit)
+	}
+	for _, s := range q.Severities {
+		switch s {
+		case cve.SeverityCritical, cve.SeverityHigh, cve.SeverityMedium, cve.SeverityLow, cve.SeverityNone:
+		default:
+			return "", "", 0, errs.Invalidf("unknown severity %q", s)
+		}
+	}
+	return sortKey, col, cmp.Or(q.Limit, DefaultListLimit), nil
+}
+
+// SearchWords returns the words of a search that can match: those with a
+// letter or a digit. It returns errs.ErrInvalid for more than
+// MaxSearchTerms words.
+func SearchWords(text string) ([]string, error) {
+	words := strings.Fields(text)
+	if len(words) > MaxSearchTerms {
+		return nil, errs.Invalidf("q has more than %d words", MaxSearchTerms)
+	}
+	return slices.DeleteFunc(words, func(w string) bool { return !strings.ContainsFunc(w, IsTokenRune) }), nil
+}
+
+// IsTokenRune reports whether r belongs to a token of the search index: a
+// letter or a digit.
+func IsTokenRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) }
+
+// RecordFromJSON is cve.Catalog's Record of a store, decoded from the
+// stored body its RecordJSON returns.
+func RecordFromJSON(ctx context.Context, c interface {
+	RecordJSON(ctx context.Context, id string) ([]byte, error)
+}, id string) (*cve.Record, error) {
+	body, err := c.RecordJSON(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var r cve.Record
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, fmt.Errorf("decode record %s: %w", id, err)
+	}
+	return &r, nil
+}
+
+// Rows is what the rows of both drivers have in common.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// ScanLifecycles decodes rows of one column, the stored body of a
+// lifecycle.
+func ScanLifecycles(rows Rows) ([]cve.Lifecycle, error) {
+	var out []cve.Lifecycle
+	for rows.Next() {
+		var body []byte
+		if err := rows.Scan(&body); err != nil {
+			return nil, err
+		}
+		var l cve.Lifecycle
+		if err := json.Unmarshal(body, &l); err != nil {
+			return nil, fmt.Errorf("decode lifecycle: %w", err)
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// ScanFacts decodes rows of one column, the stored body of facts of the
+// CVE of key.
+func ScanFacts(rows Rows, key int64) ([]cve.Facts, error) {
+	var out []cve.Facts
+	for rows.Next() {
+		var body []byte
+		if err := rows.Scan(&body); err != nil {
+			return nil, err
+		}
+		var f cve.Facts
+		if err := json.Unmarshal(body, &f); err != nil {
+			return nil, fmt.Errorf("decode facts of %s: %w", cve.IDOfKey(key), err)
+		}
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+// ScanSyncState reads a row of SyncColumns.
+func ScanSyncState(row interface{ Scan(...any) error }) (SyncState, error) {
+	var (
+		s                          SyncState
+		attempt, success, nextTime int64
+		changed, failures          int64
+	)
+	err := row.Scan(&s.Source, &attempt, &success, &s.Cursor, &s.ETag, &s.LastModified,
+		&changed, &s.Error, &failures, &nextTime)
+	if err != nil {
+		return s, err
+	}
+	s.RecordsChanged, s.Failures = int(changed), int(failures)
+	s.LastAttempt, s.LastSuccess, s.NextAttempt = TimeOrZero(attempt), TimeOrZero(success), TimeOrZero(nextTime)
+	return s, nil
+}
