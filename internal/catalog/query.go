@@ -80,6 +80,16 @@ func RecordFromJSON(ctx context.Context, c interface {
 	return &r, nil
 }
 
+// RecordKey returns the key of the record of id, errs.ErrNotFound when id
+// is not a CVE id.
+func RecordKey(id string) (int64, error) {
+	key, ok := cve.Key(id)
+	if !ok {
+		return 0, errs.NotFoundf("%s is not in the catalog", id)
+	}
+	return key, nil
+}
+
 // Rows is what the rows of both drivers have in common.
 type Rows interface {
 	Next() bool

@@ -6,7 +6,9 @@
 // connection on its own (the record read of the lookup API is one round
 // trip), binds []int64 to bigint[] for key = ANY($1), and streams the rows
 // of a walk of the whole catalog. The SQL is the SQLite store's, in
-// PostgreSQL's dialect.
+// PostgreSQL's dialect. What both stores share whole, the sync states, is
+// catalog.SQLSyncStates, run through pgx's database/sql adapter on the same
+// pool.
 //
 // Schema migrations are embedded and applied at Open, in order, each in its
 // own transaction under an advisory lock, so that replicas starting at once
@@ -24,6 +26,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/patchline/patchline/internal/catalog"
 	"github.com/patchline/patchline/internal/cve"
@@ -39,6 +42,9 @@ const DefaultMaxConns = 16
 // DB is the catalog on PostgreSQL.
 type DB struct {
 	pool *pgxpool.Pool
+	// SQLSyncStates keeps the sync state of each source, through pgx's
+	// database/sql adapter on pool.
+	*catalog.SQLSyncStates
 }
 
 var _ catalog.Store = (*DB)(nil)
@@ -72,11 +78,13 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open catalog: %w", err)
 	}
-	return &DB{pool: pool}, nil
+	sqldb := stdlib.OpenDBFromPool(pool)
+	return &DB{pool: pool, SQLSyncStates: &catalog.SQLSyncStates{Read: sqldb, Write: sqldb, Text: pgText}}, nil
 }
 
 // Close closes the connection pool.
 func (d *DB) Close() error {
+	d.SQLSyncStates.Read.Close()
 	d.pool.Close()
 	return nil
 }
@@ -88,12 +96,12 @@ func (d *DB) Record(ctx context.Context, id string) (*cve.Record, error) {
 
 // RecordJSON implements cve.Catalog.
 func (d *DB) RecordJSON(ctx context.Context, id string) ([]byte, error) {
-	key, ok := cve.Key(id)
-	if !ok {
-		return nil, errs.NotFoundf("%s is not in the catalog", id)
+	key, err := catalog.RecordKey(id)
+	if err != nil {
+		return nil, err
 	}
 	var body []byte
-	err := d.pool.QueryRow(ctx, `SELECT body FROM records WHERE key = $1`, key).Scan(&body)
+	err = d.pool.QueryRow(ctx, `SELECT body FROM records WHERE key = $1`, key).Scan(&body)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errs.NotFoundf("%s is not in the catalog", id)
 	}

@@ -101,7 +101,7 @@ func dump(ctx context.Context, tx pgx.Tx, to DumpTarget) error {
 			return err
 		}
 		return to.PutSyncState(ctx, s)
-	}, leaseRow)
+	}, catalog.SyncLeaseRow)
 	if err != nil {
 		return fmt.Errorf("dump sync states: %w", err)
 	}

@@ -24,6 +24,8 @@ var migrationFiles embed.FS
 // DB is the catalog on SQLite.
 type DB struct {
 	db *sqlitedb.DB
+	// SQLSyncStates keeps the sync state of each source.
+	*catalog.SQLSyncStates
 	// recordBody is the hot read of the lookup API, prepared once.
 	recordBody *sql.Stmt
 	// records holds the bodies read last.
@@ -54,7 +56,8 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("open catalog: %w", err)
 	}
-	d := &DB{db: db, recordBody: stmt, records: newRecordCache(RecordCacheBytes)}
+	d := &DB{db: db, recordBody: stmt, records: newRecordCache(RecordCacheBytes),
+		SQLSyncStates: &catalog.SQLSyncStates{Read: db.Read, Write: db.Write, Changed: db.Changed}}
 	d.summaries = newSummaries(d)
 	return d, nil
 }
@@ -77,9 +80,9 @@ func (d *DB) Record(ctx context.Context, id string) (*cve.Record, error) {
 // RecordJSON implements cve.Catalog. A body read since the catalog last
 // changed comes from memory.
 func (d *DB) RecordJSON(ctx context.Context, id string) ([]byte, error) {
-	key, ok := cve.Key(id)
-	if !ok {
-		return nil, errs.NotFoundf("%s is not in the catalog", id)
+	key, err := catalog.RecordKey(id)
+	if err != nil {
+		return nil, err
 	}
 	version, err := d.db.DataVersion(ctx)
 	if err != nil {
