@@ -1,0 +1,119 @@
+package ingest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"time"
+
+	"github.com/patchline/patchline/internal/catalog"
+	"github.com/patchline/patchline/internal/cve"
+)
+
+// Markers of the two members of a record's content encoding that its body
+// fills in. The members around them are top-level ones: no member before
+// them in a record has members of these names, and within a string a
+// quote is escaped.
+var (
+	epssNull     = []byte(`"epss":null,"kev":`)
+	modifiedNull = []byte(`"modifiedAt":null,"dataSources":`)
+)
+
+// fillBody returns the encoding of rec from the encoding of its content:
+// with rec's EPSS score and modification time in place of their nulls.
+func fillBody(content []byte, rec *cve.Record) ([]byte, error) {
+	i := bytes.Index(content, epssNull)
+	j := bytes.Index(content, modifiedNull)
+	if i < 0 || j < i {
+		// Not the shape this expects: encode the body whole.
+		c := *rec
+		c.Links = nil
+		return json.Marshal(&c)
+	}
+	epss, err := json.Marshal(rec.EPSS)
+	if err != nil {
+		return nil, err
+	}
+	mod, err := json.Marshal(rec.ModifiedAt)
+	if err != nil {
+		return nil, err
+	}
+	body := make([]byte, 0, len(content)+len(epss)+len(mod))
+	body = append(body, content[:i+len(`"epss":`)]...)
+	body = append(body, epss...)
+	body = append(body, content[i+len(`"epss":null`):j+len(`"modifiedAt":`)]...)
+	body = append(body, mod...)
+	body = append(body, content[j+len(`"modifiedAt":null`):]...)
+	return body, nil
+}
+
+// ContentHash hashes what a record says, leaving out its modification time
+// and its EPSS score, which moves every day: a record's modifiedAt changes
+// when its content changes, not when its EPSS score does.
+func ContentHash(rec *cve.Record) ([]byte, error) {
+	c := *rec
+	c.EPSS = nil
+	c.ModifiedAt = nil
+	c.Links = nil
+	b, err := json.Marshal(&c)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(b)
+	return sum[:], nil
+}
+
+// Encode returns the stored row of rec. Its modifiedAt is kept from the
+// stored record when the content hash is unchanged and set to now otherwise.
+func Encode(key int64, rec *cve.Record, oldHash []byte, oldModified int64, exists bool, now time.Time) (*catalog.Row, error) {
+	// One encoding serves both: the content (EPSS and modifiedAt null, as
+	// ContentHash hashes it), and the body, the content with the two
+	// filled in.
+	epss := rec.EPSS
+	rec.EPSS, rec.ModifiedAt, rec.Links = nil, nil, nil
+	content, err := json.Marshal(rec)
+	rec.EPSS = epss
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(content)
+	hash := sum[:]
+	modified := now
+	if exists && string(hash) == string(oldHash) {
+		modified = time.Unix(oldModified, 0).UTC()
+	}
+	rec.ModifiedAt = &modified
+	body, err := fillBody(content, rec)
+	if err != nil {
+		return nil, err
+	}
+	row := &catalog.Row{
+		Key:       key,
+		ID:        rec.CVEID,
+		Rejected:  rec.State == cve.StateRejected,
+		Severity:  rec.Severity,
+		CVSS:      -1,
+		EPSS:      -1,
+		IsKEV:     rec.KEV != nil,
+		HasFix:    rec.Remediation.Available,
+		Published: -1,
+		Modified:  modified.Unix(),
+		Hash:      hash,
+		Body:      body,
+	}
+	if rec.CVSS != nil {
+		row.CVSS = rec.CVSS.Score
+		v := cve.SummaryVersion(rec.CVSS.Version)
+		row.CVSSVersion = &v
+	}
+	if rec.EPSS != nil {
+		row.EPSS = rec.EPSS.Score
+	}
+	if rec.PublishedAt != nil {
+		row.Published = rec.PublishedAt.Unix()
+	}
+	if rec.Description != nil {
+		row.Description = *rec.Description
+	}
+	return row, nil
+}
