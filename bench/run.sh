@@ -121,7 +121,7 @@ say "## Go benchmarks"
 say ""
 say '```'
 $GO test -run '^$' -bench 'GetRecord|BareHandler|List|Bulk' -benchtime 2s -benchmem ./internal/lookupapi | grep -E '^Benchmark' | tee -a "$OUT"
-$GO test -run '^$' -bench 'CheckIn' -benchtime 5000x ./internal/control/sqlite | grep -E '^Benchmark' | tee -a "$OUT"
+$GO test -run '^$' -bench 'CheckIn/sqlite' -benchtime 5000x ./internal/control/sqlstore | grep -E '^Benchmark' | tee -a "$OUT"
 say '```'
 say ""
 say "load after: $(uptime | sed 's/.*load average/load average/')"
