@@ -48,20 +48,8 @@ func (s *Store) FindAdminByEmail(ctx context.Context, email string) (*admin.Admi
 
 // FindAdmins implements admin.Store.
 func (s *Store) FindAdmins(ctx context.Context) ([]*admin.Admin, error) {
-	rows, err := s.rq().Query(ctx, `SELECT `+schema.AdminColumns+` FROM admins ORDER BY created_at, id`)
+	out, err := queryAll(ctx, s.rq(), scanAdmin, `SELECT `+schema.AdminColumns+` FROM admins ORDER BY created_at, id`)
 	if err != nil {
-		return nil, fmt.Errorf("find admins: %w", err)
-	}
-	defer rows.Close()
-	var out []*admin.Admin
-	for rows.Next() {
-		a, err := scanAdmin(rows)
-		if err != nil {
-			return nil, fmt.Errorf("find admins: %w", err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("find admins: %w", err)
 	}
 	return out, nil

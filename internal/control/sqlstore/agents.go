@@ -181,20 +181,8 @@ func (s *Store) FindAgents(ctx context.Context, f device.AgentFilter) ([]*device
 	if f.Limit > 0 {
 		query += ` LIMIT ` + a.add(f.Limit)
 	}
-	rows, err := s.rq().Query(ctx, query, a...)
+	out, err := queryAll(ctx, s.rq(), scanAgent, query, a...)
 	if err != nil {
-		return nil, fmt.Errorf("find agents: %w", err)
-	}
-	defer rows.Close()
-	var out []*device.Agent
-	for rows.Next() {
-		a, err := scanAgent(rows)
-		if err != nil {
-			return nil, fmt.Errorf("find agents: %w", err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("find agents: %w", err)
 	}
 	return out, nil

@@ -73,20 +73,8 @@ func (s *Store) FindAuditEntries(ctx context.Context, f audit.Filter) ([]*audit.
 	if f.Limit > 0 {
 		query += ` LIMIT ` + a.add(f.Limit)
 	}
-	rows, err := s.rq().Query(ctx, query, a...)
+	out, err := queryAll(ctx, s.rq(), scanAudit, query, a...)
 	if err != nil {
-		return nil, fmt.Errorf("find audit entries: %w", err)
-	}
-	defer rows.Close()
-	var out []*audit.Entry
-	for rows.Next() {
-		e, err := scanAudit(rows)
-		if err != nil {
-			return nil, fmt.Errorf("find audit entries: %w", err)
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("find audit entries: %w", err)
 	}
 	return out, nil

@@ -64,20 +64,8 @@ func (s *Store) FindKeys(ctx context.Context, f apikey.KeyFilter) ([]*apikey.Key
 		}
 	}
 	query += ` ORDER BY created_at DESC, id DESC`
-	rows, err := s.rq().Query(ctx, query, a...)
+	keys, err := queryAll(ctx, s.rq(), scanKey, query, a...)
 	if err != nil {
-		return nil, fmt.Errorf("find keys: %w", err)
-	}
-	defer rows.Close()
-	var keys []*apikey.Key
-	for rows.Next() {
-		k, err := scanKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("find keys: %w", err)
-		}
-		keys = append(keys, k)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("find keys: %w", err)
 	}
 	return keys, nil
@@ -188,20 +176,8 @@ func (s *Store) CreateEnrollSecret(ctx context.Context, e *device.EnrollSecret) 
 
 // FindEnrollSecrets implements device.EnrollSecretStore.
 func (s *Store) FindEnrollSecrets(ctx context.Context) ([]*device.EnrollSecret, error) {
-	rows, err := s.rq().Query(ctx, `SELECT `+schema.EnrollColumns+` FROM enroll_secrets ORDER BY created_at DESC, id DESC`)
+	out, err := queryAll(ctx, s.rq(), scanEnrollSecret, `SELECT `+schema.EnrollColumns+` FROM enroll_secrets ORDER BY created_at DESC, id DESC`)
 	if err != nil {
-		return nil, fmt.Errorf("find enrollment secrets: %w", err)
-	}
-	defer rows.Close()
-	var out []*device.EnrollSecret
-	for rows.Next() {
-		e, err := scanEnrollSecret(rows)
-		if err != nil {
-			return nil, fmt.Errorf("find enrollment secrets: %w", err)
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("find enrollment secrets: %w", err)
 	}
 	return out, nil

@@ -82,20 +82,8 @@ func findPolicy(ctx context.Context, q querier, id, lock string) (*device.Policy
 
 // FindPolicies implements device.PolicyStore.
 func (s *Store) FindPolicies(ctx context.Context) ([]*device.Policy, error) {
-	rows, err := s.rq().Query(ctx, schema.PolicySelect+` ORDER BY p.name`)
+	out, err := queryAll(ctx, s.rq(), schema.ScanPolicy, schema.PolicySelect+` ORDER BY p.name`)
 	if err != nil {
-		return nil, fmt.Errorf("find policies: %w", err)
-	}
-	defer rows.Close()
-	var out []*device.Policy
-	for rows.Next() {
-		p, err := schema.ScanPolicy(rows)
-		if err != nil {
-			return nil, fmt.Errorf("find policies: %w", err)
-		}
-		out = append(out, p)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("find policies: %w", err)
 	}
 	return out, nil

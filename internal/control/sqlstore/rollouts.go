@@ -125,20 +125,7 @@ func (s *Store) FindRings(ctx context.Context) ([]*device.Ring, error) {
 const sqlFindRings = `SELECT ` + schema.RingColumns + ` FROM rings ORDER BY position`
 
 func findRings(ctx context.Context, q querier) ([]*device.Ring, error) {
-	rows, err := q.Query(ctx, sqlFindRings)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*device.Ring
-	for rows.Next() {
-		r, err := scanRing(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, q, scanRing, sqlFindRings)
 }
 
 // FindRingByName implements device.RingStore.

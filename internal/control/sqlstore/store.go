@@ -260,7 +260,7 @@ type querier interface {
 }
 
 // scanner is what *sql.Row and *sql.Rows have in common.
-type scanner interface {
+type scanner = interface {
 	Scan(dest ...any) error
 }
 
@@ -402,6 +402,24 @@ func (s *Store) insertRows(ctx context.Context, q querier, table, cols, conflict
 		rows = rows[k:]
 	}
 	return nil
+}
+
+// queryAll runs query and returns its rows as scan reads them.
+func queryAll[T any](ctx context.Context, q querier, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := q.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }
 
 // findOne returns the row of query (whose one argument is id) that scan
