@@ -9,7 +9,6 @@ import (
 	"database/sql"
 
 	"github.com/patchline/patchline/internal/admin"
-	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/errs"
 )
 
@@ -28,7 +27,7 @@ func (s *Store) CreateAdmin(ctx context.Context, a *admin.Admin) error {
 }
 
 func insertAdmin(ctx context.Context, tx querier, a *admin.Admin) error {
-	_, err := tx.Exec(ctx, `INSERT INTO admins (`+schema.AdminColumns+`) VALUES (?, ?, ?, ?, ?)`,
+	_, err := tx.Exec(ctx, `INSERT INTO admins (`+adminColumns+`) VALUES (?, ?, ?, ?, ?)`,
 		a.ID, a.Email, a.PasswordHash, ms(a.CreatedAt), msPtr(a.LastLoginAt))
 	return err
 }
@@ -36,7 +35,7 @@ func insertAdmin(ctx context.Context, tx querier, a *admin.Admin) error {
 // FindAdminByEmail implements admin.Store. Email addresses compare without
 // regard to ASCII case.
 func (s *Store) FindAdminByEmail(ctx context.Context, email string) (*admin.Admin, error) {
-	a, err := scanAdmin(s.rq().QueryRow(ctx, `SELECT `+schema.AdminColumns+` FROM admins WHERE lower(email) = lower(?)`, email))
+	a, err := scanAdmin(s.rq().QueryRow(ctx, `SELECT `+adminColumns+` FROM admins WHERE lower(email) = lower(?)`, email))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errs.NotFoundf("no administrator with email %s", email)
 	}
@@ -48,7 +47,7 @@ func (s *Store) FindAdminByEmail(ctx context.Context, email string) (*admin.Admi
 
 // FindAdmins implements admin.Store.
 func (s *Store) FindAdmins(ctx context.Context) ([]*admin.Admin, error) {
-	out, err := queryAll(ctx, s.rq(), scanAdmin, `SELECT `+schema.AdminColumns+` FROM admins ORDER BY created_at, id`)
+	out, err := queryAll(ctx, s.rq(), scanAdmin, `SELECT `+adminColumns+` FROM admins ORDER BY created_at, id`)
 	if err != nil {
 		return nil, fmt.Errorf("find admins: %w", err)
 	}
@@ -62,7 +61,7 @@ func (s *Store) RecordAdminLogin(ctx context.Context, id string, at time.Time) e
 		return fmt.Errorf("record admin login %s: %w", id, err)
 	}
 	if rowsAffected(tag) == 0 {
-		return schema.NotFound("administrator", id)
+		return notFound("administrator", id)
 	}
 	return nil
 }
@@ -118,7 +117,7 @@ func (s *Store) CreateSession(ctx context.Context, sess *admin.Session) error {
 // FindSession implements admin.SessionStore. It reads the database every
 // time: a session ended on one replica ends on all.
 func (s *Store) FindSession(ctx context.Context, idHash []byte) (*admin.Session, error) {
-	row := s.rq().QueryRow(ctx, `SELECT `+schema.SessionColumns+`
+	row := s.rq().QueryRow(ctx, `SELECT `+sessionColumns+`
 		FROM admin_sessions s JOIN admins a ON a.id = s.admin_id
 		WHERE s.id_hash = ?`, idHash)
 	var sess admin.Session
@@ -189,7 +188,7 @@ func (s *Store) SetTOTP(ctx context.Context, t *admin.TOTP) error {
 			return fmt.Errorf("set totp of %s: %w", t.AdminID, err)
 		}
 		if n == 0 {
-			return schema.NotFound("administrator", t.AdminID)
+			return notFound("administrator", t.AdminID)
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO admin_totp (admin_id, secret, enabled_at, last_step) VALUES (?, ?, ?, ?)
 			ON CONFLICT (admin_id) DO UPDATE SET secret = excluded.secret, enabled_at = excluded.enabled_at, last_step = excluded.last_step`,

@@ -10,7 +10,6 @@ import (
 
 	"database/sql"
 
-	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/device"
 	"github.com/patchline/patchline/internal/errs"
 )
@@ -72,7 +71,7 @@ func (s *Store) insertAgent(ctx context.Context, tx querier, a *device.Agent) er
 	if a.RingSource == "" {
 		a.RingSource = device.RingSourceManual
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO agents (`+schema.AgentColumns+`)
+	_, err = tx.Exec(ctx, `INSERT INTO agents (`+agentColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		a.ID, a.Hostname, a.OS.Platform, a.OS.Name, a.OS.Version, a.OS.Build,
 		a.Arch, a.AgentVersion, a.Capability,
@@ -133,7 +132,7 @@ func (s *Store) FindAgentByID(ctx context.Context, id string) (*device.Agent, er
 func findLiveAgent(ctx context.Context, q querier, id, lock string) (*device.Agent, error) {
 	a, err := findAgent(ctx, q, id, lock)
 	if err == nil && a.RemovedAt != nil {
-		return nil, schema.NotFound("agent", id)
+		return nil, notFound("agent", id)
 	}
 	return a, err
 }
@@ -141,9 +140,9 @@ func findLiveAgent(ctx context.Context, q querier, id, lock string) (*device.Age
 // findAgent returns an agent, removed or not; lock is "" or a locking
 // clause.
 func findAgent(ctx context.Context, q querier, id, lock string) (*device.Agent, error) {
-	a, err := scanAgent(q.QueryRow(ctx, `SELECT `+schema.AgentColumns+` FROM agents WHERE id = ? `+lock, id))
+	a, err := scanAgent(q.QueryRow(ctx, `SELECT `+agentColumns+` FROM agents WHERE id = ? `+lock, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, schema.NotFound("agent", id)
+		return nil, notFound("agent", id)
 	}
 	return a, err
 }
@@ -155,7 +154,7 @@ func (s *Store) FindAgents(ctx context.Context, f device.AgentFilter) ([]*device
 	if len(f.IDs) > 0 {
 		where = append(where, `id IN `+in(&a, f.IDs))
 	}
-	switch cutoff := ms(schema.TimeOr(f.Now, s.Now).Add(-device.OfflineAfter)); f.Status {
+	switch cutoff := ms(timeOr(f.Now, s.Now).Add(-device.OfflineAfter)); f.Status {
 	case device.StatusOnline:
 		where = append(where, `last_seen_at > `+a.add(cutoff))
 	case device.StatusOffline:
@@ -168,7 +167,7 @@ func (s *Store) FindAgents(ctx context.Context, f device.AgentFilter) ([]*device
 		where = append(where, `ring = `+a.add(f.Ring))
 	}
 	if f.Text != "" {
-		pat := "%" + schema.LikeEscape(f.Text) + "%"
+		pat := "%" + likeEscape(f.Text) + "%"
 		where = append(where, `(hostname `+s.d.ilike+` `+a.add(pat)+` ESCAPE '\' OR id `+s.d.ilike+` `+a.add(pat)+` ESCAPE '\')`)
 	}
 	if f.FeatureUpgrade != "" {
@@ -177,7 +176,7 @@ func (s *Store) FindAgents(ctx context.Context, f device.AgentFilter) ([]*device
 	if f.After != nil {
 		where = append(where, `(hostname, id) > (`+a.add(f.After.Hostname)+`, `+a.add(f.After.ID)+`)`)
 	}
-	query := `SELECT ` + schema.AgentColumns + ` FROM agents WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY hostname, id`
+	query := `SELECT ` + agentColumns + ` FROM agents WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY hostname, id`
 	if f.Limit > 0 {
 		query += ` LIMIT ` + a.add(f.Limit)
 	}
@@ -208,7 +207,7 @@ func (s *Store) FindAgentCredential(ctx context.Context, id string) (*device.Age
 	}
 	err := s.rq().QueryRow(qctx, sqlAgentCredential, id).Scan(&c.Hash, &removed)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, schema.NotFound("agent", id)
+		return nil, notFound("agent", id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("find agent credential %s: %w", id, err)
@@ -317,7 +316,7 @@ func (s *Store) RemoveAgent(ctx context.Context, id string, cmd *device.Command)
 			return err
 		}
 		if rowsAffected(tag) == 0 {
-			return schema.NotFound("agent", id)
+			return notFound("agent", id)
 		}
 		result, _ := json.Marshal(device.Result{Message: "canceled: the agent was removed"})
 		if _, err := tx.Exec(ctx, `UPDATE commands SET state = 'canceled', result = ?, updated_at = ?

@@ -9,7 +9,6 @@ import (
 	"database/sql"
 
 	"github.com/patchline/patchline/internal/audit"
-	"github.com/patchline/patchline/internal/control/schema"
 )
 
 // AppendAudit implements audit.Log. The transaction takes auditLock before
@@ -49,7 +48,7 @@ func (s *Store) AppendAudit(ctx context.Context, e *audit.Entry) error {
 // The statements of an append: every API request appends.
 const (
 	sqlLastAudit   = `SELECT id, hash FROM audit_log ORDER BY id DESC LIMIT 1`
-	sqlInsertAudit = `INSERT INTO audit_log (` + schema.AuditColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlInsertAudit = `INSERT INTO audit_log (` + auditColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )
 
 // FindAuditEntries implements audit.Log.
@@ -65,7 +64,7 @@ func (s *Store) FindAuditEntries(ctx context.Context, f audit.Filter) ([]*audit.
 	if f.Before > 0 {
 		where = append(where, `id < `+a.add(f.Before))
 	}
-	query := `SELECT ` + schema.AuditColumns + ` FROM audit_log`
+	query := `SELECT ` + auditColumns + ` FROM audit_log`
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, ` AND `)
 	}
@@ -86,7 +85,7 @@ func (s *Store) WalkAudit(ctx context.Context, fn func(*audit.Entry) error) erro
 	const page = 1000
 	var after int64
 	for {
-		rows, err := s.rq().Query(ctx, `SELECT `+schema.AuditColumns+` FROM audit_log WHERE id > ? ORDER BY id LIMIT ?`, after, page)
+		rows, err := s.rq().Query(ctx, `SELECT `+auditColumns+` FROM audit_log WHERE id > ? ORDER BY id LIMIT ?`, after, page)
 		if err != nil {
 			return fmt.Errorf("walk audit log: %w", err)
 		}

@@ -7,7 +7,6 @@ import (
 
 	"database/sql"
 
-	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/device"
 	"github.com/patchline/patchline/internal/errs"
 )
@@ -46,7 +45,7 @@ const (
 // sqlQueuedCommands selects the commands a check-in delivers, in the order
 // they were queued.
 func sqlQueuedCommands(d *dialect) string {
-	return `SELECT ` + schema.CommandColumns + ` FROM commands
+	return `SELECT ` + commandColumns + ` FROM commands
 		WHERE agent_id = ? AND state = 'queued' AND expires_at > ? AND (? = 0 OR type = 'remove')
 		ORDER BY created_at, ` + d.queueOrder + ` LIMIT ? ` + d.skipLocked
 }
@@ -141,7 +140,7 @@ func (s *Store) checkInTx(ctx context.Context, tx querier, rings []*device.Ring,
 		var stored string
 		err := tx.QueryRow(ctx, `SELECT inventory_hash FROM agents WHERE id = ? `+s.d.lockRow, r.id).Scan(&stored)
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, schema.NotFound("agent", r.id)
+			return nil, notFound("agent", r.id)
 		}
 		if err != nil {
 			return nil, err
@@ -173,14 +172,14 @@ func (s *Store) checkInTx(ctx context.Context, tx querier, rings []*device.Ring,
 		var removed *int64
 		err := tx.QueryRow(ctx, `SELECT removed_at FROM agents WHERE id = ? `+s.d.lockRow, r.id).Scan(&removed)
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, schema.NotFound("agent", r.id)
+			return nil, notFound("agent", r.id)
 		}
 		if err != nil {
 			return nil, err
 		}
 		var active int
 		if err := tx.QueryRow(ctx, `SELECT count(*) FROM commands
-			WHERE agent_id = ? AND type = 'remove' AND state IN `+schema.ActiveStates, r.id).Scan(&active); err != nil {
+			WHERE agent_id = ? AND type = 'remove' AND state IN `+activeStates, r.id).Scan(&active); err != nil {
 			return nil, err
 		}
 		if active == 0 {

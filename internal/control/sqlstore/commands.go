@@ -10,7 +10,6 @@ import (
 
 	"database/sql"
 
-	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/device"
 	"github.com/patchline/patchline/internal/errs"
 )
@@ -25,7 +24,7 @@ func (s *Store) CreateCommands(ctx context.Context, cmds []*device.Command, skip
 			var removed *int64
 			err := tx.QueryRow(ctx, `SELECT removed_at FROM agents WHERE id = ? `+s.d.lockRow, c.AgentID).Scan(&removed)
 			if errors.Is(err, sql.ErrNoRows) || err == nil && removed != nil {
-				return schema.NotFound("agent", c.AgentID)
+				return notFound("agent", c.AgentID)
 			}
 			if err != nil {
 				return err
@@ -33,7 +32,7 @@ func (s *Store) CreateCommands(ctx context.Context, cmds []*device.Command, skip
 			if skipActive {
 				var n int
 				if err := tx.QueryRow(ctx, `SELECT count(*) FROM commands
-					WHERE agent_id = ? AND type = ? AND state IN `+schema.ActiveStates, c.AgentID, string(c.Type)).Scan(&n); err != nil {
+					WHERE agent_id = ? AND type = ? AND state IN `+activeStates, c.AgentID, string(c.Type)).Scan(&n); err != nil {
 					return err
 				}
 				if n > 0 {
@@ -58,7 +57,7 @@ func (s *Store) insertCommand(ctx context.Context, tx querier, c *device.Command
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO commands (`+schema.CommandColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err = tx.Exec(ctx, `INSERT INTO commands (`+commandColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		c.ID, c.AgentID, string(c.Type), string(c.State), nullBytes(c.Params), result, c.CreatedBy,
 		ms(c.CreatedAt), ms(c.UpdatedAt), ms(c.ExpiresAt), nullString(c.RolloutID), nullString(c.RolloutRing))
 	if _, ok := s.d.isUnique(err); ok {
@@ -90,7 +89,7 @@ func (s *Store) FindCommandByID(ctx context.Context, id string) (*device.Command
 
 // findCommand returns a command; lock is "" or a locking clause.
 func findCommand(ctx context.Context, q querier, id, lock string) (*device.Command, error) {
-	return findOne(ctx, q, scanCommands, "command", id, `SELECT `+schema.CommandColumns+` FROM commands WHERE id = ? `+lock)
+	return findOne(ctx, q, scanCommands, "command", id, `SELECT `+commandColumns+` FROM commands WHERE id = ? `+lock)
 }
 
 // FindCommands implements device.CommandStore.
@@ -112,7 +111,7 @@ func (s *Store) FindCommands(ctx context.Context, f device.CommandFilter) ([]*de
 	if f.Before != nil {
 		where = append(where, `(created_at, id) < (`+a.add(ms(f.Before.CreatedAt))+`, `+a.add(f.Before.ID)+`)`)
 	}
-	query := `SELECT ` + schema.CommandColumns + ` FROM commands`
+	query := `SELECT ` + commandColumns + ` FROM commands`
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, ` AND `)
 	}
@@ -141,7 +140,7 @@ func (s *Store) ReportCommand(ctx context.Context, agentID, id string, r device.
 			return err
 		}
 		if c.AgentID != agentID {
-			return schema.NotFound("command", id)
+			return notFound("command", id)
 		}
 		if !device.CanTransition(c.State, r.State) {
 			return errs.Conflictf("command %s is %s and cannot become %s", id, c.State, r.State)
@@ -210,7 +209,7 @@ func (s *Store) ExpireCommands(ctx context.Context, now time.Time) (int, error) 
 	err := s.write(ctx, func(tx querier) error {
 		result, _ := json.Marshal(device.Result{Message: "expired: the agent did not finish it in time"})
 		tag, err := tx.Exec(ctx, `UPDATE commands SET state = 'expired', result = coalesce(result, ?), updated_at = ?
-			WHERE state IN `+schema.ActiveStates+` AND expires_at <= ?`, string(result), ms(now), ms(now))
+			WHERE state IN `+activeStates+` AND expires_at <= ?`, string(result), ms(now), ms(now))
 		if err != nil {
 			return err
 		}
@@ -233,7 +232,7 @@ func (s *Store) SaveLogBundle(ctx context.Context, b *device.LogBundle) error {
 			return err
 		}
 		if c.AgentID != b.AgentID || c.Type != device.CollectLogs {
-			return schema.NotFound("collect-logs command", b.CommandID)
+			return notFound("collect-logs command", b.CommandID)
 		}
 		if c.State.Final() {
 			return errs.Conflictf("command %s is %s", c.ID, c.State)

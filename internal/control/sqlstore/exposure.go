@@ -10,7 +10,6 @@ import (
 
 	"database/sql"
 
-	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/exposure"
 )
@@ -75,8 +74,8 @@ const (
 	sqlDeleteUnusedFixes = `DELETE FROM cve_fixes WHERE agents <= 0`
 	sqlAddCounts         = `INSERT INTO cve_exposure (cve_key, affected, unknown) VALUES (?, ?, ?)
 		ON CONFLICT (cve_key) DO UPDATE SET affected = cve_exposure.affected + excluded.affected, unknown = cve_exposure.unknown + excluded.unknown`
-	riskColumns  = `cve_key, cve_id, kev, epss, cvss, severity, description`
-	riskConflict = `ON CONFLICT (cve_key) DO UPDATE SET cve_id = excluded.cve_id, kev = excluded.kev, epss = excluded.epss,
+	putRiskColumns = `cve_key, cve_id, kev, epss, cvss, severity, description`
+	riskConflict   = `ON CONFLICT (cve_key) DO UPDATE SET cve_id = excluded.cve_id, kev = excluded.kev, epss = excluded.epss,
 		cvss = excluded.cvss, severity = excluded.severity, description = excluded.description`
 )
 
@@ -88,7 +87,7 @@ const sqlCVEFixes = `SELECT ecosystem, product, fixed, kb, eol_from FROM cve_fix
 var exposureQueries = []string{
 	sqlAgentStatuses, sqlAgentFixes, sqlDeleteAgentVulnerabilities, insertOne("agent_vulnerabilities", agentVulnerabilityColumns, 13, doNothing),
 	sqlDeleteAgentProducts, insertOne("agent_products", "product_key, agent_id", 2, doNothing), sqlDequeueExposure,
-	sqlDecrementFix, sqlIncrementFix, sqlDeleteUnusedFixes, sqlAddCounts, insertOne("cve_risks", riskColumns, 7, riskConflict),
+	sqlDecrementFix, sqlIncrementFix, sqlDeleteUnusedFixes, sqlAddCounts, insertOne("cve_risks", putRiskColumns, 7, riskConflict),
 }
 
 // PutExposure implements exposure.Store. It keeps the per-CVE counts of
@@ -365,9 +364,9 @@ func (s *Store) PutRisks(ctx context.Context, risks []exposure.Risk) error {
 		rows := make([][]any, len(keys))
 		for i, key := range keys {
 			r := byKey[key]
-			rows[i] = []any{key, r.CVEID, r.KEV, schema.OrMinus(r.EPSS), schema.OrMinus(r.CVSS), r.Severity, r.Description}
+			rows[i] = []any{key, r.CVEID, r.KEV, orMinus(r.EPSS), orMinus(r.CVSS), r.Severity, r.Description}
 		}
-		return s.insertRows(ctx, tx, "cve_risks", riskColumns, riskConflict, rows)
+		return s.insertRows(ctx, tx, "cve_risks", putRiskColumns, riskConflict, rows)
 	})
 	if err != nil {
 		return fmt.Errorf("store CVE risks: %w", err)
@@ -383,14 +382,14 @@ func (s *Store) AgentVulnerabilities(ctx context.Context, agentID string) ([]exp
 		var removed *int64
 		err := tx.QueryRow(ctx, `SELECT removed_at FROM agents WHERE id = ?`, agentID).Scan(&removed)
 		if errors.Is(err, sql.ErrNoRows) || (err == nil && removed != nil) {
-			return schema.NotFound("agent", agentID)
+			return notFound("agent", agentID)
 		}
 		if err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `SELECT `+schema.RiskColumns+`, `+schema.FindingColumns+`
+		rows, err := tx.Query(ctx, `SELECT `+riskColumns+`, `+findingColumns+`
 			FROM agent_vulnerabilities v JOIN cve_risks r ON r.cve_key = v.cve_key
-			WHERE v.agent_id = ? ORDER BY `+schema.RiskOrder+`, v.ecosystem, v.product, v.package, v.installed`, agentID)
+			WHERE v.agent_id = ? ORDER BY `+riskOrder+`, v.ecosystem, v.product, v.package, v.installed`, agentID)
 		if err != nil {
 			return err
 		}
@@ -398,11 +397,11 @@ func (s *Store) AgentVulnerabilities(ctx context.Context, agentID string) ([]exp
 		for rows.Next() {
 			var risk exposure.Risk
 			var f exposure.Finding
-			args := schema.ScanRisk(&risk, schema.FindingArgs(&f)...)
+			args := scanRisk(&risk, findingArgs(&f)...)
 			if err := rows.Scan(args...); err != nil {
 				return err
 			}
-			schema.FillRisk(&risk, args)
+			fillRisk(&risk, args)
 			f.CVEID = risk.CVEID
 			if n := len(out); n > 0 && out[n-1].CVEID == risk.CVEID {
 				out[n-1].Findings = append(out[n-1].Findings, f)
@@ -435,8 +434,8 @@ func (s *Store) FleetVulnerabilities(ctx context.Context, f exposure.FleetFilter
 		where = append(where, `(r.kev < ? OR (r.kev = ? AND (r.epss < ? OR (r.epss = ? AND (r.cvss < ? OR (r.cvss = ? AND r.cve_key > ?))))))`)
 		a = append(a, c.KEV, c.KEV, c.EPSS, c.EPSS, c.CVSS, c.CVSS, c.CVEKey)
 	}
-	query := `SELECT ` + schema.RiskColumns + `, e.affected, e.unknown FROM cve_exposure e JOIN cve_risks r ON r.cve_key = e.cve_key
-		WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY ` + schema.RiskOrder
+	query := `SELECT ` + riskColumns + `, e.affected, e.unknown FROM cve_exposure e JOIN cve_risks r ON r.cve_key = e.cve_key
+		WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY ` + riskOrder
 	if f.Limit > 0 {
 		query += ` LIMIT ` + a.add(f.Limit)
 	}
@@ -449,12 +448,12 @@ func (s *Store) FleetVulnerabilities(ctx context.Context, f exposure.FleetFilter
 		}
 		for rows.Next() {
 			var v exposure.FleetVulnerability
-			dst := schema.ScanRisk(&v.Risk, &v.Affected, &v.Unknown)
+			dst := scanRisk(&v.Risk, &v.Affected, &v.Unknown)
 			if err := rows.Scan(dst...); err != nil {
 				rows.Close()
 				return err
 			}
-			schema.FillRisk(&v.Risk, dst)
+			fillRisk(&v.Risk, dst)
 			out = append(out, v)
 		}
 		rows.Close()
@@ -499,7 +498,7 @@ func (s *Store) VulnerabilityAgents(ctx context.Context, f exposure.AgentFilter)
 	if f.After != "" {
 		where = append(where, `v.agent_id > `+a.add(f.After))
 	}
-	query := `SELECT v.agent_id, a.hostname, coalesce(a.ring, ''), ` + schema.FindingColumns + `
+	query := `SELECT v.agent_id, a.hostname, coalesce(a.ring, ''), ` + findingColumns + `
 		FROM agent_vulnerabilities v JOIN agents a ON a.id = v.agent_id
 		WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY v.agent_id, v.ecosystem, v.product, v.package`
 	var out []exposure.CVEAgent
@@ -513,7 +512,7 @@ func (s *Store) VulnerabilityAgents(ctx context.Context, f exposure.AgentFilter)
 		for rows.Next() {
 			var ag exposure.CVEAgent
 			var fi exposure.Finding
-			if err := rows.Scan(append([]any{&ag.AgentID, &ag.Hostname, &ag.Ring}, schema.FindingArgs(&fi)...)...); err != nil {
+			if err := rows.Scan(append([]any{&ag.AgentID, &ag.Hostname, &ag.Ring}, findingArgs(&fi)...)...); err != nil {
 				return err
 			}
 			fi.CVEID = f.CVEID

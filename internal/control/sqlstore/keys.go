@@ -9,7 +9,6 @@ import (
 	"database/sql"
 
 	"github.com/patchline/patchline/internal/apikey"
-	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/device"
 	"github.com/patchline/patchline/internal/errs"
 )
@@ -17,7 +16,7 @@ import (
 // CreateKey implements apikey.KeyStore.
 func (s *Store) CreateKey(ctx context.Context, k *apikey.Key) error {
 	err := s.write(ctx, func(tx querier) error {
-		_, err := tx.Exec(ctx, `INSERT INTO api_keys (`+schema.KeyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err := tx.Exec(ctx, `INSERT INTO api_keys (`+keyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			k.ID, k.Name, k.SecretHash, k.Privileged, k.CreatedBy, ms(k.CreatedAt),
 			msPtr(k.LastUsedAt), msPtr(k.ExpiresAt), msPtr(k.RevokedAt))
 		return err
@@ -43,16 +42,16 @@ func (s *Store) FindKeyByID(ctx context.Context, id string) (*apikey.Key, error)
 
 // findKey returns a key; lock is "" or a locking clause.
 func findKey(ctx context.Context, q querier, id, lock string) (*apikey.Key, error) {
-	k, err := scanKey(q.QueryRow(ctx, `SELECT `+schema.KeyColumns+` FROM api_keys WHERE id = ? `+lock, id))
+	k, err := scanKey(q.QueryRow(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE id = ? `+lock, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, schema.NotFound("API key", id)
+		return nil, notFound("API key", id)
 	}
 	return k, err
 }
 
 // FindKeys implements apikey.KeyStore.
 func (s *Store) FindKeys(ctx context.Context, f apikey.KeyFilter) ([]*apikey.Key, error) {
-	query := `SELECT ` + schema.KeyColumns + ` FROM api_keys`
+	query := `SELECT ` + keyColumns + ` FROM api_keys`
 	var a args
 	if f.Active != nil {
 		now := a.add(ms(f.Now))
@@ -160,7 +159,7 @@ func (s *Store) CreateEnrollSecret(ctx context.Context, e *device.EnrollSecret) 
 				return err
 			}
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO enroll_secrets (`+schema.EnrollColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err := tx.Exec(ctx, `INSERT INTO enroll_secrets (`+enrollColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			e.ID, e.SecretHash, nullString(e.Ring), e.CreatedBy, ms(e.CreatedAt), msPtr(e.ExpiresAt),
 			msPtr(e.RevokedAt), msPtr(e.LastUsedAt), e.Uses)
 		if _, ok := s.d.isUnique(err); ok {
@@ -176,7 +175,7 @@ func (s *Store) CreateEnrollSecret(ctx context.Context, e *device.EnrollSecret) 
 
 // FindEnrollSecrets implements device.EnrollSecretStore.
 func (s *Store) FindEnrollSecrets(ctx context.Context) ([]*device.EnrollSecret, error) {
-	out, err := queryAll(ctx, s.rq(), scanEnrollSecret, `SELECT `+schema.EnrollColumns+` FROM enroll_secrets ORDER BY created_at DESC, id DESC`)
+	out, err := queryAll(ctx, s.rq(), scanEnrollSecret, `SELECT `+enrollColumns+` FROM enroll_secrets ORDER BY created_at DESC, id DESC`)
 	if err != nil {
 		return nil, fmt.Errorf("find enrollment secrets: %w", err)
 	}
@@ -210,7 +209,7 @@ func (s *Store) RevokeEnrollSecret(ctx context.Context, id string, at time.Time)
 // findEnrollSecret returns the secret matching cond, which has one
 // placeholder ? for arg and may end in a locking clause.
 func findEnrollSecret(ctx context.Context, q querier, cond string, arg any) (*device.EnrollSecret, error) {
-	e, err := scanEnrollSecret(q.QueryRow(ctx, `SELECT `+schema.EnrollColumns+` FROM enroll_secrets WHERE `+cond, arg))
+	e, err := scanEnrollSecret(q.QueryRow(ctx, `SELECT `+enrollColumns+` FROM enroll_secrets WHERE `+cond, arg))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errs.NotFoundf("enrollment secret not found")
 	}

@@ -10,7 +10,6 @@ import (
 
 	"database/sql"
 
-	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/device"
 	"github.com/patchline/patchline/internal/errs"
 )
@@ -73,16 +72,16 @@ func (s *Store) FindPolicyByID(ctx context.Context, id string) (*device.Policy, 
 // findPolicy returns a policy at its current version; lock is "" or a
 // locking clause.
 func findPolicy(ctx context.Context, q querier, id, lock string) (*device.Policy, error) {
-	p, err := schema.ScanPolicy(q.QueryRow(ctx, schema.PolicySelect+` WHERE p.id = ? `+lock, id))
+	p, err := scanPolicy(q.QueryRow(ctx, policySelect+` WHERE p.id = ? `+lock, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, schema.NotFound("policy", id)
+		return nil, notFound("policy", id)
 	}
 	return p, err
 }
 
 // FindPolicies implements device.PolicyStore.
 func (s *Store) FindPolicies(ctx context.Context) ([]*device.Policy, error) {
-	out, err := queryAll(ctx, s.rq(), schema.ScanPolicy, schema.PolicySelect+` ORDER BY p.name`)
+	out, err := queryAll(ctx, s.rq(), scanPolicy, policySelect+` ORDER BY p.name`)
 	if err != nil {
 		return nil, fmt.Errorf("find policies: %w", err)
 	}
@@ -143,7 +142,7 @@ func (s *Store) PolicyCompliance(ctx context.Context, ids []string) (map[string]
 			return err
 		}
 		rows, err = tx.Query(ctx, `SELECT `+policyID+`, count(DISTINCT agent_id) FROM commands
-			WHERE type = 'apply-policy' AND state IN `+schema.ActiveStates+` AND `+policyID+` IN `+list+`
+			WHERE type = 'apply-policy' AND state IN `+activeStates+` AND `+policyID+` IN `+list+`
 			GROUP BY `+policyID, a...)
 		if err != nil {
 			return err

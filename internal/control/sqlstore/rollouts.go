@@ -11,7 +11,6 @@ import (
 
 	"database/sql"
 
-	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/device"
 	"github.com/patchline/patchline/internal/errs"
 )
@@ -94,7 +93,7 @@ func ruleJSON(r *device.RingRule) (*string, error) {
 	return &v, nil
 }
 
-// scanRing reads the columns of schema.RingColumns.
+// scanRing reads the columns of ringColumns.
 func scanRing(row scanner) (*device.Ring, error) {
 	var r device.Ring
 	var created int64
@@ -122,7 +121,7 @@ func (s *Store) FindRings(ctx context.Context) ([]*device.Ring, error) {
 }
 
 // sqlFindRings selects every ring in order.
-const sqlFindRings = `SELECT ` + schema.RingColumns + ` FROM rings ORDER BY position`
+const sqlFindRings = `SELECT ` + ringColumns + ` FROM rings ORDER BY position`
 
 func findRings(ctx context.Context, q querier) ([]*device.Ring, error) {
 	return queryAll(ctx, q, scanRing, sqlFindRings)
@@ -138,7 +137,7 @@ func (s *Store) FindRingByName(ctx context.Context, name string) (*device.Ring, 
 }
 
 func findRing(ctx context.Context, q querier, name string) (*device.Ring, error) {
-	r, err := scanRing(q.QueryRow(ctx, `SELECT `+schema.RingColumns+` FROM rings WHERE name = ?`, name))
+	r, err := scanRing(q.QueryRow(ctx, `SELECT `+ringColumns+` FROM rings WHERE name = ?`, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errs.NotFoundf("ring %q not found", name)
 	}
@@ -200,7 +199,7 @@ func (s *Store) CreateRollout(ctx context.Context, r *device.Rollout) error {
 		if r.Kind == device.ApplyPolicy {
 			policyVersion = &r.PolicyVersion
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO rollouts (`+schema.RolloutColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err = tx.Exec(ctx, `INSERT INTO rollouts (`+rolloutColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.ID, r.Name, string(r.Kind), nullBytes(r.Params), nullString(r.PolicyID), policyVersion, string(rings),
 			r.RingIndex, string(r.State), r.CreatedBy, ms(r.CreatedAt), ms(r.UpdatedAt))
 		if err != nil {
@@ -225,7 +224,7 @@ func (s *Store) FindRolloutByID(ctx context.Context, id string) (*device.Rollout
 
 // findRollout returns a rollout; lock is "" or a locking clause.
 func findRollout(ctx context.Context, q querier, id, lock string) (*device.Rollout, error) {
-	return findOne(ctx, q, scanRollouts, "rollout", id, `SELECT `+schema.RolloutColumns+` FROM rollouts WHERE id = ? `+lock)
+	return findOne(ctx, q, scanRollouts, "rollout", id, `SELECT `+rolloutColumns+` FROM rollouts WHERE id = ? `+lock)
 }
 
 // FindRollouts implements device.RolloutStore.
@@ -238,7 +237,7 @@ func (s *Store) FindRollouts(ctx context.Context, f device.RolloutFilter) ([]*de
 	if f.Before != "" {
 		where = append(where, `(created_at, id) < (SELECT created_at, id FROM rollouts WHERE id = `+a.add(f.Before)+`)`)
 	}
-	query := `SELECT ` + schema.RolloutColumns + ` FROM rollouts`
+	query := `SELECT ` + rolloutColumns + ` FROM rollouts`
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, ` AND `)
 	}
@@ -284,7 +283,7 @@ func (s *Store) AdvanceRollout(ctx context.Context, id string, a device.Advance)
 		if cur := r.CurrentRing(); cur != "" {
 			var active int
 			if err := tx.QueryRow(ctx, `SELECT count(*) FROM commands
-				WHERE rollout_id = ? AND rollout_ring = ? AND state IN `+schema.ActiveStates, r.ID, cur).Scan(&active); err != nil {
+				WHERE rollout_id = ? AND rollout_ring = ? AND state IN `+activeStates, r.ID, cur).Scan(&active); err != nil {
 				return err
 			}
 			if active > 0 {
@@ -349,7 +348,7 @@ func (s *Store) settleRollouts(ctx context.Context, tx querier, id string, now t
 	query := `UPDATE rollouts SET state = 'completed', updated_at = ` + a.add(ms(now)) + `
 		WHERE state = 'in-progress' AND ring_index = ` + s.d.jsonLength("rings") + ` - 1
 		AND NOT EXISTS (SELECT 1 FROM commands
-			WHERE commands.rollout_id = rollouts.id AND commands.state IN ` + schema.ActiveStates + `)`
+			WHERE commands.rollout_id = rollouts.id AND commands.state IN ` + activeStates + `)`
 	if id != "" {
 		query += ` AND id = ` + a.add(id)
 	}

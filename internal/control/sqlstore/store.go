@@ -54,7 +54,6 @@ import (
 	"github.com/patchline/patchline/internal/apikey"
 	"github.com/patchline/patchline/internal/audit"
 	"github.com/patchline/patchline/internal/control"
-	"github.com/patchline/patchline/internal/control/schema"
 	"github.com/patchline/patchline/internal/device"
 	"github.com/patchline/patchline/internal/exposure"
 )
@@ -435,7 +434,7 @@ func findOne[T any](ctx context.Context, q querier, scan func(*sql.Rows) ([]T, e
 		return zero, err
 	}
 	if len(out) == 0 {
-		return zero, schema.NotFound(what, id)
+		return zero, notFound(what, id)
 	}
 	return out[0], nil
 }
