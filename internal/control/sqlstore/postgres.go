@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -113,8 +114,15 @@ func OpenPostgres(ctx context.Context, dsn string) (*Store, error) {
 	}, nil
 }
 
-// rebound holds the queries rebindCached rewrote, by their ? text.
-var rebound sync.Map
+// rebound holds the queries rebindCached rewrote, by their ? text, up to
+// maxRebound of them: queries built from filters (lists of ids of any
+// length) could otherwise fill it without end.
+var (
+	rebound      sync.Map
+	reboundCount atomic.Int64
+)
+
+const maxRebound = 4096
 
 // rebindCached returns query with its ? placeholders numbered $1, $2 …,
 // rewriting each query text once. A ? within a string literal would be
@@ -134,7 +142,9 @@ func rebindCached(query string) string {
 		b.WriteByte(query[i])
 	}
 	out := b.String()
-	rebound.Store(query, out)
+	if reboundCount.Add(1) <= maxRebound {
+		rebound.Store(query, out)
+	}
 	return out
 }
 
