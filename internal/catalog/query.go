@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"unicode"
@@ -29,7 +30,7 @@ const MaxSearchTerms = 32
 
 // ListOrder returns the sort key of q and the column it orders by, with
 // its page size; errs.ErrInvalid for an unknown sort key, a limit out of
-// bounds or an unknown severity.
+// bounds, an unknown severity or an epss_min that is not a number.
 func ListOrder(q cve.ListQuery) (sortKey, col string, limit int, err error) {
 	sortKey = cmp.Or(q.Sort, cve.SortPublished)
 	col, ok := SortColumns[sortKey]
@@ -46,7 +47,18 @@ func ListOrder(q cve.ListQuery) (sortKey, col string, limit int, err error) {
 			return "", "", 0, errs.Invalidf("unknown severity %q", s)
 		}
 	}
+	if q.EPSSMin != nil && math.IsNaN(*q.EPSSMin) {
+		return "", "", 0, errs.Invalidf("epss_min is not a number")
+	}
 	return sortKey, col, cmp.Or(q.Limit, DefaultListLimit), nil
+}
+
+// YearKeys returns the range of CVE keys of the ids of year y, lo
+// included and hi not: a key order can seek it.
+func YearKeys(y int) (lo, hi int64) {
+	lo, _ = cve.Key(fmt.Sprintf("CVE-%04d-0000", y))
+	hi, _ = cve.Key(fmt.Sprintf("CVE-%04d-0000", y+1))
+	return lo, hi
 }
 
 // SearchWords returns the words of a search that can match: those with a

@@ -9,7 +9,6 @@ import (
 
 	"github.com/patchline/patchline/internal/catalog"
 	"github.com/patchline/patchline/internal/cve"
-	"github.com/patchline/patchline/internal/errs"
 )
 
 // List implements cve.Catalog. Rejected records are left out. Rows are
@@ -95,9 +94,6 @@ func newListPlan(q cve.ListQuery) (*listPlan, error) {
 		p.where = append(p.where, "has_fix = "+p.arg(*q.Fix))
 	}
 	if q.EPSSMin != nil {
-		if math.IsNaN(*q.EPSSMin) {
-			return nil, errs.Invalidf("epss_min is not a number")
-		}
 		p.where = append(p.where, "epss >= "+p.arg(*q.EPSSMin))
 	}
 	switch len(q.Years) {
@@ -106,9 +102,7 @@ func newListPlan(q cve.ListQuery) (*listPlan, error) {
 		// The key range of the year alone: the key order can seek it, and
 		// the planner estimates it from the key's histogram (with year = y
 		// too, it would take the two for independent and underestimate).
-		y := q.Years[0]
-		lo, _ := cve.Key(fmt.Sprintf("CVE-%04d-0000", y))
-		hi, _ := cve.Key(fmt.Sprintf("CVE-%04d-0000", y+1))
+		lo, hi := catalog.YearKeys(q.Years[0])
 		p.where = append(p.where, "key >= "+p.arg(lo), "key < "+p.arg(hi))
 	default:
 		years := make([]int32, len(q.Years))

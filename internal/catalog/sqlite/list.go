@@ -12,7 +12,6 @@ import (
 
 	"github.com/patchline/patchline/internal/catalog"
 	"github.com/patchline/patchline/internal/cve"
-	"github.com/patchline/patchline/internal/errs"
 )
 
 // integerColumns are the sort columns that hold integers.
@@ -212,9 +211,6 @@ func newListPlan(q cve.ListQuery) (*listPlan, error) {
 		p.args = append(p.args, *q.Fix)
 	}
 	if q.EPSSMin != nil {
-		if math.IsNaN(*q.EPSSMin) {
-			return nil, errs.Invalidf("epss_min is not a number")
-		}
 		p.where = append(p.where, "epss >= ?")
 		p.args = append(p.args, *q.EPSSMin)
 	}
@@ -222,9 +218,8 @@ func newListPlan(q cve.ListQuery) (*listPlan, error) {
 	case 0:
 	case 1:
 		// A key range as well, which the key order can seek.
-		y := int64(q.Years[0])
-		lo, _ := cve.Key(fmt.Sprintf("CVE-%04d-0000", y))
-		hi, _ := cve.Key(fmt.Sprintf("CVE-%04d-0000", y+1))
+		y := q.Years[0]
+		lo, hi := catalog.YearKeys(y)
 		p.where = append(p.where, "year = ?", "key >= ?", "key < ?")
 		p.args = append(p.args, y, lo, hi)
 	default:
