@@ -9,7 +9,7 @@
 // milliseconds, JSON as text written byte for byte, text ordered bytewise),
 // so one set of queries serves both, and a copy between them is exact. The
 // queries are written with ? placeholders; on PostgreSQL each query text is
-// rewritten once to $1, $2 … and the rewrite is kept. What truly differs
+// rewritten to $1, $2 … once, and the rewrite kept. What truly differs
 // between the engines is one dialect value, in sqlite.go and postgres.go:
 //
 //   - Concurrency. SQLite has a single writer: writes go through one
@@ -34,7 +34,11 @@
 //
 // One implementation was chosen over generating two from one SQL source:
 // the queries are built from filters at run time, and the few differences
-// read best as the dialect's named fields at the places they apply.
+// read best as the dialect's named fields at the places they apply. It is
+// one package rather than sqlite and postgres packages over a shared one:
+// what is engine-specific is small (sqlite.go and postgres.go, which open
+// the database and define the dialect, and sqlite_checkin.go), and callers
+// pick the engine with OpenSQLite or OpenPostgres.
 //
 // Schema migrations are one numbered history per engine, embedded
 // (migrations/sqlite, migrations/postgres), applied at Open, each in its
