@@ -5,6 +5,7 @@ package ingest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -15,6 +16,7 @@ import (
 	"net/http"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +34,13 @@ type Source struct {
 	// FS, when set, holds Location (a directory of an embedded tree, such
 	// as the bundled sample) instead of the file system.
 	FS fs.FS
+	// Label, when set, names Location in the run's log (the bundled
+	// sample's feeds are "sample:FEED").
+	Label string
+	// AsOf, when set, is the time of the source's data: the records whose
+	// facts from it the run adds or changes carry it as the syncedAt of
+	// its data source. Zero means the start of the run.
+	AsOf time.Time
 }
 
 // Options tune a run.
@@ -112,10 +121,11 @@ func Run(ctx context.Context, store catalog.Store, sources []Source, opt Options
 	}
 	defer tx.Rollback()
 
-	r := &run{ctx: ctx, tx: tx, touched: map[int64]struct{}{}, opt: opt}
+	r := &run{ctx: ctx, store: store, tx: tx, touched: map[int64]uint64{}, opt: opt, sources: sources, started: started.UTC().Truncate(time.Second)}
 	r.jsonTx, _ = tx.(jsonFactsTx)
 	var res Result
-	for _, src := range sources {
+	for i, src := range sources {
+		r.current = sourceBit(i)
 		count, rejections, err := r.source(src)
 		res.Sources = append(res.Sources, count)
 		res.Rejections = append(res.Rejections, rejections...)
@@ -138,13 +148,25 @@ func Run(ctx context.Context, store catalog.Store, sources []Source, opt Options
 }
 
 type run struct {
-	ctx               context.Context
-	tx                catalog.Tx
-	jsonTx            jsonFactsTx // tx, when it is one; else nil
-	opt               Options
-	touched           map[int64]struct{}
-	lifecyclesChanged bool
+	ctx    context.Context
+	store  catalog.Store
+	tx     catalog.Tx
+	jsonTx jsonFactsTx // tx, when it is one; else nil
+	opt    Options
+	// sources are the run's sources; current is the bit of the one being
+	// read, started the time of the run.
+	sources []Source
+	current uint64
+	started time.Time
+	// touched holds the keys whose facts the run added or changed, each
+	// with the bits of the sources that did.
+	touched           map[int64]uint64
+	lifecyclesChanged uint64 // the bits of the sources that changed lifecycles
 }
+
+// sourceBit is the bit of the i-th source of a run in the touched sets;
+// sources past the 64th share the last bit.
+func sourceBit(i int) uint64 { return 1 << min(i, 63) }
 
 // sink receives one source's records.
 type sink struct {
@@ -184,7 +206,7 @@ func (s *sink) Facts(f *cve.Facts) error {
 	}
 	s.record(change)
 	if change != catalog.Unchanged {
-		s.r.touched[key] = struct{}{}
+		s.r.touched[key] |= s.r.current
 	}
 	return nil
 }
@@ -202,7 +224,7 @@ func (s *sink) encodedFacts(e *encodedFacts) error {
 	}
 	s.record(change)
 	if change != catalog.Unchanged {
-		s.r.touched[e.key] = struct{}{}
+		s.r.touched[e.key] |= s.r.current
 	}
 	return nil
 }
@@ -223,7 +245,7 @@ func (s *sink) Lifecycle(l *cve.Lifecycle) error {
 	}
 	s.record(change)
 	if change != catalog.Unchanged {
-		s.r.lifecyclesChanged = true
+		s.r.lifecyclesChanged |= s.r.current
 	}
 	return nil
 }
@@ -257,7 +279,7 @@ func (s *sink) record(c catalog.Change) {
 
 func (r *run) source(src Source) (catalog.SourceCount, []Rejection, error) {
 	start := time.Now()
-	count := catalog.SourceCount{Source: src.Parser.Name, Location: src.Location}
+	count := catalog.SourceCount{Source: src.Parser.Name, Location: cmp.Or(src.Label, src.Location)}
 	s := &sink{r: r, parser: src.Parser, count: &count}
 	walk := func(fn func(string, io.Reader) error) error {
 		if src.FS != nil {
@@ -509,7 +531,7 @@ func (r *run) mergeTouched(res *Result) error {
 	for k := range r.touched {
 		keys = append(keys, k)
 	}
-	if r.lifecyclesChanged {
+	if r.lifecyclesChanged != 0 {
 		withAtoms, err := r.tx.KeysWithAtoms(r.ctx)
 		if err != nil {
 			return err
@@ -525,6 +547,31 @@ func (r *run) mergeTouched(res *Result) error {
 	now := r.opt.Now().UTC().Truncate(time.Second)
 	opts := merge.Options{Lifecycles: merge.NewLifecycleTable(lifecycles), Now: now}
 	return r.mergeKeys(keys, opts, now, res)
+}
+
+// syncTimes returns, for the sources of the bits, the time of their data by
+// feed: the latest when several sources of a run read one feed. "eol"
+// stands for the sources that changed lifecycles.
+func (r *run) syncTimes(bits uint64) map[string]time.Time {
+	out := map[string]time.Time{}
+	add := func(feed string, i int) {
+		t := r.sources[i].AsOf
+		if t.IsZero() {
+			t = r.started
+		}
+		if t.After(out[feed]) {
+			out[feed] = t.UTC()
+		}
+	}
+	for i, src := range r.sources {
+		if bits&sourceBit(i) != 0 {
+			add(src.Parser.Name, i)
+		}
+		if r.lifecyclesChanged&sourceBit(i) != 0 {
+			add("eol", i)
+		}
+	}
+	return out
 }
 
 // mergeChunk is the number of records read, merged or written at a time.
@@ -543,8 +590,12 @@ type merged struct {
 	oldHash     []byte
 	oldModified int64
 	exists      bool
-	row         *catalog.Row // nil: no source defines the record
-	err         error
+	// synced are the times of the data of the feeds the run changed for
+	// this record; oldBody is the stored record, when there is one.
+	synced  map[string]time.Time
+	oldBody []byte
+	row     *catalog.Row // nil: no source defines the record
+	err     error
 }
 
 // chunk is a run of records merged together.
@@ -627,9 +678,11 @@ func (r *run) readChunk(keys []int64) (*chunk, error) {
 			return nil, fmt.Errorf("merge: read facts: %w", err)
 		}
 	}
+	var existing []string
 	for i, key := range keys {
 		m := &c.items[i]
 		m.key = key
+		m.synced = r.syncTimes(r.touched[key])
 		var err error
 		if bodies != nil {
 			m.bodies = bodies[i]
@@ -638,6 +691,21 @@ func (r *run) readChunk(keys []int64) (*chunk, error) {
 		}
 		if m.oldHash, m.oldModified, m.exists, err = r.tx.RecordState(r.ctx, key); err != nil {
 			return nil, fmt.Errorf("merge %s: %w", cve.IDOfKey(key), err)
+		}
+		if m.exists {
+			existing = append(existing, cve.IDOfKey(key))
+		}
+	}
+	if len(existing) > 0 {
+		// The stored records keep the sync times of the sources the run
+		// did not change. The run has not written them yet: the catalog
+		// as committed holds them.
+		old, err := r.store.RecordsJSON(r.ctx, existing)
+		if err != nil {
+			return nil, fmt.Errorf("merge: read records: %w", err)
+		}
+		for i := range c.items {
+			c.items[i].oldBody = old[cve.IDOfKey(c.items[i].key)]
 		}
 	}
 	return c, nil
@@ -658,6 +726,8 @@ func mergeOne(m *merged, opts merge.Options, now time.Time) {
 	rec, ok := merge.Record(cve.IDOfKey(m.key), m.facts, opts)
 	m.facts = nil
 	if ok {
+		stampSources(rec, m.synced, m.oldBody)
+		m.oldBody = nil
 		m.row, m.err = Encode(m.key, rec, m.oldHash, m.oldModified, m.exists, now)
 	}
 }
@@ -689,10 +759,13 @@ func (r *run) storeMerged(m *merged, res *Result) error {
 var (
 	epssNull     = []byte(`"epss":null,"kev":`)
 	modifiedNull = []byte(`"modifiedAt":null,"dataSources":`)
+	// dataSourcesMember starts the last member of a record.
+	dataSourcesMember = []byte(`"dataSources":`)
 )
 
 // fillBody returns the encoding of rec from the encoding of its content:
-// with rec's EPSS score and modification time in place of their nulls.
+// with rec's EPSS score and modification time in place of their nulls, and
+// its data sources with their sync times.
 func fillBody(content []byte, rec *cve.Record) ([]byte, error) {
 	i := bytes.Index(content, epssNull)
 	j := bytes.Index(content, modifiedNull)
@@ -710,23 +783,59 @@ func fillBody(content []byte, rec *cve.Record) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	body := make([]byte, 0, len(content)+len(epss)+len(mod))
+	sources, err := json.Marshal(rec.DataSources)
+	if err != nil {
+		return nil, err
+	}
+	body := make([]byte, 0, len(content)+len(epss)+len(mod)+len(sources))
 	body = append(body, content[:i+len(`"epss":`)]...)
 	body = append(body, epss...)
 	body = append(body, content[i+len(`"epss":null`):j+len(`"modifiedAt":`)]...)
 	body = append(body, mod...)
-	body = append(body, content[j+len(`"modifiedAt":null`):]...)
+	// dataSources is the last member of the content: Links is nil.
+	body = append(body, content[j+len(`"modifiedAt":null`):j+len(modifiedNull)]...)
+	body = append(body, sources...)
+	body = append(body, '}')
 	return body, nil
 }
 
-// ContentHash hashes what a record says, leaving out its modification time
-// and its EPSS score, which moves every day: a record's modifiedAt changes
-// when its content changes, not when its EPSS score does.
+// stampSources sets the syncedAt of each data source of rec: the time of
+// its feed's data in synced when the run changed it, else the time the
+// stored record old gives it, if any.
+func stampSources(rec *cve.Record, synced map[string]time.Time, old []byte) {
+	var prev []cve.DataSource
+	if i := bytes.LastIndex(old, dataSourcesMember); i >= 0 {
+		// dataSources is the last member of a stored record.
+		tail := bytes.TrimSuffix(bytes.TrimSpace(old[i+len(dataSourcesMember):]), []byte("}"))
+		_ = json.Unmarshal(tail, &prev) // a body without them stamps none
+	}
+	for i := range rec.DataSources {
+		ds := &rec.DataSources[i]
+		feed, _, _ := strings.Cut(ds.Name, ":")
+		if t, ok := synced[feed]; ok {
+			ds.SyncedAt = &t
+			continue
+		}
+		for _, p := range prev {
+			if p.Name == ds.Name && p.SyncedAt != nil {
+				t := p.SyncedAt.UTC()
+				ds.SyncedAt = &t
+				break
+			}
+		}
+	}
+}
+
+// ContentHash hashes what a record says, leaving out its modification time,
+// its EPSS score, which moves every day, and the sync times of its sources:
+// a record's modifiedAt changes when its content changes, not when its
+// EPSS score does or a source's data is taken in again.
 func ContentHash(rec *cve.Record) ([]byte, error) {
 	c := *rec
 	c.EPSS = nil
 	c.ModifiedAt = nil
 	c.Links = nil
+	c.DataSources = unstamped(rec.DataSources)
 	b, err := json.Marshal(&c)
 	if err != nil {
 		return nil, err
@@ -741,10 +850,10 @@ func Encode(key int64, rec *cve.Record, oldHash []byte, oldModified int64, exist
 	// One encoding serves both: the content (EPSS and modifiedAt null, as
 	// ContentHash hashes it), and the body, the content with the two
 	// filled in.
-	epss := rec.EPSS
-	rec.EPSS, rec.ModifiedAt, rec.Links = nil, nil, nil
+	epss, sources := rec.EPSS, rec.DataSources
+	rec.EPSS, rec.ModifiedAt, rec.Links, rec.DataSources = nil, nil, nil, unstamped(sources)
 	content, err := json.Marshal(rec)
-	rec.EPSS = epss
+	rec.EPSS, rec.DataSources = epss, sources
 	if err != nil {
 		return nil, err
 	}
@@ -788,4 +897,17 @@ func Encode(key int64, rec *cve.Record, oldHash []byte, oldModified int64, exist
 		row.Description = *rec.Description
 	}
 	return row, nil
+}
+
+// unstamped returns sources without their sync times (sources itself when
+// none has one).
+func unstamped(sources []cve.DataSource) []cve.DataSource {
+	if !slices.ContainsFunc(sources, func(d cve.DataSource) bool { return d.SyncedAt != nil }) {
+		return sources
+	}
+	out := slices.Clone(sources)
+	for i := range out {
+		out[i].SyncedAt = nil
+	}
+	return out
 }
