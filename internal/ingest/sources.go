@@ -52,17 +52,13 @@ func ParseSource(arg string) (Source, error) {
 	return Source{Parser: p, Location: loc}, nil
 }
 
-// SampleLabel starts the location of the bundled sample's feeds in the
-// log of ingest runs: "sample:kev".
-const SampleLabel = "sample:"
-
 // SampleSources returns the sources that load the bundled sample catalog.
 func SampleSources() []Source {
 	var out []Source
 	for _, name := range sample.Feeds {
 		if p, ok := parsers[name]; ok {
 			asOf, _ := sample.Date(name)
-			out = append(out, Source{Parser: p, Location: name, FS: sample.FS(), Label: SampleLabel + name, AsOf: asOf})
+			out = append(out, Source{Parser: p, Location: name, FS: sample.FS(), Label: sample.Label + name, AsOf: asOf})
 		}
 	}
 	return out

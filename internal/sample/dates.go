@@ -2,6 +2,10 @@ package sample
 
 import "time"
 
+// Label starts the location of the sample's feeds in the log of ingest
+// runs: "sample:kev".
+const Label = "sample:"
+
 // dates are the dates of the sample's data by feed, as each folder's
 // SOURCE.md states them: the commit or snapshot the files were copied from,
 // or, where SOURCE.md names none, the day they were retrieved.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/ingest"
+	"github.com/patchline/patchline/internal/sample"
 )
 
 // testSourceCatalog checks what a store knows of its sources: the records
@@ -106,7 +107,7 @@ func testSourceCatalog(t *testing.T, open Open) {
 	var names []string
 	for _, r := range runs {
 		names = append(names, r.Source)
-		if r.Location != ingest.SampleLabel+r.Source || !r.Started.Equal(sampleAt) || r.Read == 0 {
+		if r.Location != sample.Label+r.Source || !r.Started.Equal(sampleAt) || r.Read == 0 {
 			t.Errorf("LastIngests %s = %+v: want the sample's run of %v", r.Source, r, sampleAt)
 		}
 	}
@@ -132,7 +133,7 @@ func testSourceCatalog(t *testing.T, open Open) {
 		t.Fatal(err)
 	}
 	for _, r := range runs {
-		want := ingest.SampleLabel + r.Source
+		want := sample.Label + r.Source
 		if r.Source == "kev" {
 			want = kevFile
 		}
