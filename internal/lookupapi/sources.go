@@ -2,7 +2,6 @@ package lookupapi
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 	"time"
@@ -83,43 +82,11 @@ type sourceView struct {
 }
 
 func viewSource(src sources.Source, now time.Time) sourceView {
-	v := sourceView{Source: src, Path: "/sources/" + url.PathEscape(src.Name)}
-	v.Color = map[sources.Freshness]string{sources.Fresh: "green", sources.Aging: "amber", sources.Stale: "red"}[src.Freshness]
-	switch {
-	case src.BundledFrom != nil:
-		v.Data = "bundled, from " + *src.BundledFrom
-	case src.Origin == "sync":
-		v.Data = "synced " + ago(now, *src.LastSuccessAt)
-	case src.Origin == "ingest":
-		v.Data = "ingested " + ago(now, *src.LastSuccessAt)
-	default:
-		v.Data = "never taken in"
+	return sourceView{
+		Source: src, Path: "/sources/" + url.PathEscape(src.Name),
+		Color: map[sources.Freshness]string{sources.Fresh: "green", sources.Aging: "amber", sources.Stale: "red"}[src.Freshness],
+		Data:  src.DataText(now), Upstream: src.UpstreamText(now),
 	}
-	if src.UpstreamModifiedAt != nil && src.BundledFrom == nil {
-		v.Upstream = "changed " + ago(now, *src.UpstreamModifiedAt)
-	}
-	return v
-}
-
-// ago says how long before now t was, in the largest whole unit.
-func ago(now, t time.Time) string {
-	d := now.Sub(t)
-	switch {
-	case d < time.Minute:
-		return "just now"
-	case d < time.Hour:
-		return plural(int(d/time.Minute), "minute") + " ago"
-	case d < 48*time.Hour:
-		return plural(int(d/time.Hour), "hour") + " ago"
-	}
-	return plural(int(d/(24*time.Hour)), "day") + " ago"
-}
-
-func plural(n int, unit string) string {
-	if n == 1 {
-		return "1 " + unit
-	}
-	return fmt.Sprintf("%d %ss", n, unit)
 }
 
 // frontView is what the front page shows beside the search form.

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -340,3 +341,47 @@ func (r *Reporter) SourceAt(ctx context.Context, name string, now time.Time) (s 
 
 // Now returns the Reporter's clock, to the second.
 func (r *Reporter) Now() time.Time { return r.opt.Now().UTC().Truncate(time.Second) }
+
+// DataText says where the source's data comes from and how old it is:
+// "bundled, from 2025-08-25", "synced 2 hours ago", "never taken in".
+func (s Source) DataText(now time.Time) string {
+	switch {
+	case s.BundledFrom != nil:
+		return "bundled, from " + *s.BundledFrom
+	case s.Origin == "sync" && s.LastSuccessAt != nil:
+		return "synced " + Ago(now, *s.LastSuccessAt)
+	case s.Origin == "ingest" && s.LastSuccessAt != nil:
+		return "ingested " + Ago(now, *s.LastSuccessAt)
+	}
+	return "never taken in"
+}
+
+// UpstreamText says how long ago the upstream last changed, as the last
+// sync saw it; empty when unknown or bundled.
+func (s Source) UpstreamText(now time.Time) string {
+	if s.UpstreamModifiedAt == nil || s.BundledFrom != nil {
+		return ""
+	}
+	return "changed " + Ago(now, *s.UpstreamModifiedAt)
+}
+
+// Ago says how long before now t was, in the largest whole unit.
+func Ago(now, t time.Time) string {
+	d := now.Sub(t)
+	switch {
+	case d < time.Minute:
+		return "just now"
+	case d < time.Hour:
+		return plural(int(d/time.Minute), "minute") + " ago"
+	case d < 48*time.Hour:
+		return plural(int(d/time.Hour), "hour") + " ago"
+	}
+	return plural(int(d/(24*time.Hour)), "day") + " ago"
+}
+
+func plural(n int, unit string) string {
+	if n == 1 {
+		return "1 " + unit
+	}
+	return strconv.Itoa(n) + " " + unit + "s"
+}
