@@ -22,6 +22,11 @@ func SourceRecordsSQL(nameOfBody, licenseOfBody string) string {
 	) AS contributed GROUP BY name ORDER BY name`
 }
 
+// SyncLabel starts the location of the ingest runs of a sync in the log of
+// runs: "sync:https://services.nvd.nist.gov/rest/json/cves/2.0". The sync
+// state of the source, not the run, tells when its data was fetched.
+const SyncLabel = "sync:"
+
 // IngestLogSQL reads the log of ingest runs, newest first, for LastIngests.
 const IngestLogSQL = `SELECT started, finished, sources FROM ingest_runs ORDER BY id DESC`
 

@@ -25,6 +25,7 @@ import (
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/feed"
 	"github.com/patchline/patchline/internal/merge"
+	"github.com/patchline/patchline/internal/sample"
 )
 
 // Source is one SOURCE=LOCATION of an ingest run.
@@ -162,6 +163,39 @@ type run struct {
 	// with the bits of the sources that did.
 	touched           map[int64]uint64
 	lifecyclesChanged uint64 // the bits of the sources that changed lifecycles
+	// lastRuns are the times of the data of the newest committed run of
+	// each feed, read once when a record first needs them.
+	lastRunsOnce sync.Once
+	lastRuns     map[string]time.Time
+}
+
+// lastRunTimes returns the time of the data of the newest run of each feed
+// that the catalog holds: the sample's date for the bundled sample, else
+// the run's start. A record that gains a source without this run changing
+// that source's facts (an EPSS score kept until another source describes
+// the CVE) takes its syncedAt from there.
+func (r *run) lastRunTimes() map[string]time.Time {
+	r.lastRunsOnce.Do(func() {
+		r.lastRuns = map[string]time.Time{}
+		sc, ok := r.store.(cve.SourceCatalog)
+		if !ok {
+			return
+		}
+		runs, err := sc.LastIngests(r.ctx)
+		if err != nil {
+			return // the records then lack the time, as before the log had it
+		}
+		for _, in := range runs {
+			t := in.Started
+			if f, ok := strings.CutPrefix(in.Location, sample.Label); ok {
+				if d, ok := sample.Date(f); ok {
+					t = d
+				}
+			}
+			r.lastRuns[in.Source] = t
+		}
+	})
+	return r.lastRuns
 }
 
 // sourceBit is the bit of the i-th source of a run in the touched sets;
@@ -619,7 +653,7 @@ func (r *run) mergeKeys(keys []int64, opts merge.Options, now time.Time, res *Re
 	for range runtime.GOMAXPROCS(0) {
 		go func() {
 			for j := range jobs {
-				mergeOne(j.m, opts, now)
+				mergeOne(j.m, opts, now, r.lastRunTimes)
 				if j.c.left.Add(-1) == 0 {
 					close(j.c.done)
 				}
@@ -712,7 +746,7 @@ func (r *run) readChunk(keys []int64) (*chunk, error) {
 }
 
 // mergeOne decodes the facts of m, merges and encodes its record.
-func mergeOne(m *merged, opts merge.Options, now time.Time) {
+func mergeOne(m *merged, opts merge.Options, now time.Time, lastRuns func() map[string]time.Time) {
 	if m.bodies != nil {
 		m.facts = make([]cve.Facts, len(m.bodies))
 		for i, b := range m.bodies {
@@ -726,7 +760,7 @@ func mergeOne(m *merged, opts merge.Options, now time.Time) {
 	rec, ok := merge.Record(cve.IDOfKey(m.key), m.facts, opts)
 	m.facts = nil
 	if ok {
-		stampSources(rec, m.synced, m.oldBody)
+		stampSources(rec, m.synced, m.oldBody, lastRuns)
 		m.oldBody = nil
 		m.row, m.err = Encode(m.key, rec, m.oldHash, m.oldModified, m.exists, now)
 	}
@@ -801,8 +835,9 @@ func fillBody(content []byte, rec *cve.Record) ([]byte, error) {
 
 // stampSources sets the syncedAt of each data source of rec: the time of
 // its feed's data in synced when the run changed it, else the time the
-// stored record old gives it, if any.
-func stampSources(rec *cve.Record, synced map[string]time.Time, old []byte) {
+// stored record old gives it, else the time of the newest run of its feed
+// that lastRuns gives.
+func stampSources(rec *cve.Record, synced map[string]time.Time, old []byte, lastRuns func() map[string]time.Time) {
 	var prev []cve.DataSource
 	if i := bytes.LastIndex(old, dataSourcesMember); i >= 0 {
 		// dataSources is the last member of a stored record.
@@ -821,6 +856,12 @@ func stampSources(rec *cve.Record, synced map[string]time.Time, old []byte) {
 				t := p.SyncedAt.UTC()
 				ds.SyncedAt = &t
 				break
+			}
+		}
+		if ds.SyncedAt == nil {
+			if t, ok := lastRuns()[feed]; ok {
+				t = t.UTC()
+				ds.SyncedAt = &t
 			}
 		}
 	}

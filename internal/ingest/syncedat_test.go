@@ -82,3 +82,32 @@ func TestSampleSyncedAt(t *testing.T) {
 		t.Errorf("data sources missing from the record: %v", want)
 	}
 }
+
+// TestSyncedAtOfAnnotations checks that an EPSS score kept before any
+// source described its CVE carries the time of the run that took it in,
+// once another source makes the record.
+func TestSyncedAtOfAnnotations(t *testing.T) {
+	ctx := context.Background()
+	db := mustOpenCatalog(t)
+	epss := writeFile(t, "epss.csv", "CVE-2021-44228;0.9;0.99\n")
+	if _, err := Run(ctx, db, []Source{mustSource(t, "epss="+epss)}, Options{Now: clock("2026-02-01T00:00:00Z")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(ctx, db, []Source{mustSource(t, "kev="+kevFile)}, Options{Now: clock("2026-02-02T00:00:00Z")}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := db.Record(ctx, "CVE-2021-44228")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"kev": "2026-02-02T00:00:00Z", "epss": "2026-02-01T00:00:00Z"}
+	got := map[string]string{}
+	for _, ds := range rec.DataSources {
+		if ds.SyncedAt != nil {
+			got[ds.Name] = ds.SyncedAt.Format(time.RFC3339)
+		}
+	}
+	if diff := gocmp.Diff(want, got); diff != "" {
+		t.Errorf("syncedAt by source (-want +got):\n%s", diff)
+	}
+}

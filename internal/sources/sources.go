@@ -250,7 +250,8 @@ func (r *Reporter) source(feed string, sr cve.SourceRecords, counted bool, st ca
 	if !in.Started.IsZero() {
 		loc := in.Location
 		s.Location = &loc
-		if in.Started.After(success) {
+		// A sync's own run is dated by the sync state.
+		if !strings.HasPrefix(in.Location, catalog.SyncLabel) && in.Started.After(success) {
 			success = in.Started
 			s.Origin = "ingest"
 			s.UpstreamModifiedAt = nil

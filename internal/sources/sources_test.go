@@ -281,3 +281,54 @@ func gauges(tb testing.TB, reg *prometheus.Registry, name string) map[string]flo
 }
 
 var _ Catalog = (*sqlite.DB)(nil)
+
+// TestSyncRun checks that the ingest run of a sync leaves the source dated
+// by its sync state, and that a later ingest by hand dates it after.
+func TestSyncRun(t *testing.T) {
+	ctx := context.Background()
+	db := mustOpenCatalog(t)
+	mustLoadSample(t, db)
+	syncAt := loadedAt.Add(time.Hour)
+	if err := db.PutSyncState(ctx, catalog.SyncState{Source: "kev", LastAttempt: syncAt, LastSuccess: syncAt}); err != nil {
+		t.Fatal(err)
+	}
+	kevFile := filepath.Join("..", "sample", "data", "kev", "known_exploited_vulnerabilities.json")
+	src, err := ingest.ParseSource("kev=" + kevFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(label string, at time.Time) {
+		t.Helper()
+		s := src
+		s.Label = label
+		if _, err := ingest.Run(ctx, db, []ingest.Source{s}, ingest.Options{Now: func() time.Time { return at }}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := loadedAt.Add(3 * time.Hour)
+	r := New(db, Options{Now: at(now)})
+	tests := []struct {
+		label    string
+		runAt    time.Time
+		origin   string
+		success  time.Time
+		location string
+	}{
+		{catalog.SyncLabel + "https://kev.example", syncAt.Add(2 * time.Minute), "sync", syncAt, catalog.SyncLabel + "https://kev.example"},
+		{"", loadedAt.Add(2 * time.Hour), "ingest", loadedAt.Add(2 * time.Hour), kevFile},
+	}
+	for _, tt := range tests {
+		run(tt.label, tt.runAt)
+		if err := r.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s, _, err := r.SourceAt(ctx, "kev", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Origin != tt.origin || s.LastSuccessAt == nil || !s.LastSuccessAt.Equal(tt.success) || s.Location == nil || *s.Location != tt.location {
+			t.Errorf("after a run labelled %q: origin %s, lastSuccessAt %v, location %v; want %s, %v, %s",
+				tt.label, s.Origin, s.LastSuccessAt, s.Location, tt.origin, tt.success, tt.location)
+		}
+	}
+}
