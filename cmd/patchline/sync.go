@@ -100,6 +100,9 @@ func runSync(ctx context.Context, env *Env, args []string) error {
 	if err := parseFlags(fs, env, args); err != nil {
 		return err
 	}
+	if !once {
+		return errors.New("--once=false: patchline sync syncs each source once; serve --sync-every DURATION keeps syncing")
+	}
 	syncSources, err := parseSyncSources(fs.Args())
 	if err != nil {
 		return err

@@ -100,6 +100,8 @@ func TestSyncCommandErrors(t *testing.T) {
 		{"unknown source", []string{"nope"}, 1, "", `unknown source "nope"`},
 		{"upstream fails", []string{"epss=" + srv.URL + "/missing.csv"}, 1, "epss: failed: ", `1 of 1 sources failed and kept their previous data`},
 		{"unreadable mirror", []string{"kev=" + filepath.Join(t.TempDir(), "absent")}, 1, "kev: failed: ", `1 of 1 sources failed`},
+		{"failure in the table", []string{"epss=" + srv.URL + "/missing.csv"}, 1, "never taken in  -         stale      sync epss: ", `1 of 1 sources failed`},
+		{"not once", []string{"--once=false", "kev"}, 1, "", `--once=false: patchline sync syncs each source once`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
