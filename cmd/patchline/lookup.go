@@ -100,6 +100,11 @@ func (m *Main) openLookup(ctx context.Context) (http.Handler, error) {
 	if err := sources.RegisterMetrics(reg, reporter); err != nil {
 		return nil, err
 	}
+	go func() {
+		if err := reporter.Warm(ctx); err != nil && ctx.Err() == nil {
+			m.Logger.Warn("count the catalog's sources", "err", err)
+		}
+	}()
 	return lookupapi.New(lookupapi.Config{
 		Catalog:    db,
 		Logger:     m.Logger.With("service", "lookup"),

@@ -234,6 +234,13 @@ func (c *cache) get(ctx context.Context, cat cve.SourceCatalog) (*counted, error
 	return cur, nil
 }
 
+// Warm counts the catalog unless a count is kept already: serve calls it at
+// start, so that the first request does not wait for the count.
+func (r *Reporter) Warm(ctx context.Context) error {
+	_, err := r.cache.get(ctx, r.cat)
+	return err
+}
+
 // Refresh counts the catalog again now, and keeps what it counted.
 func (r *Reporter) Refresh(ctx context.Context) error {
 	gen, err := r.cat.Generation(ctx)

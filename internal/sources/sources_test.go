@@ -2,6 +2,7 @@ package sources
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -330,5 +331,51 @@ func TestSyncRun(t *testing.T) {
 			t.Errorf("after a run labelled %q: origin %s, lastSuccessAt %v, location %v; want %s, %v, %s",
 				tt.label, s.Origin, s.LastSuccessAt, s.Location, tt.origin, tt.success, tt.location)
 		}
+	}
+}
+
+// TestCountsFollowTheCatalog checks that an ingest run is seen: the next
+// call answers with the counts kept, and counts again in the background.
+func TestCountsFollowTheCatalog(t *testing.T) {
+	ctx := context.Background()
+	db := mustOpenCatalog(t)
+	mustLoadSample(t, db)
+	now := loadedAt.Add(time.Hour)
+	r := New(db, Options{Now: at(now)})
+	before, err := r.OverviewAt(ctx, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kev := filepath.Join(t.TempDir(), "kev.json")
+	doc := `{"vulnerabilities":[{"cveID":"CVE-2026-99999","vendorProject":"Example","product":"Widget","vulnerabilityName":"Example Widget flaw","dateAdded":"2026-11-24","shortDescription":"A flaw.","requiredAction":"Apply the update.","dueDate":"2026-12-15"}]}`
+	if err := os.WriteFile(kev, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src, err := ingest.ParseSource("kev=" + kev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ingest.Run(ctx, db, []ingest.Source{src}, ingest.Options{Now: at(now)}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		o, err := r.OverviewAt(ctx, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Records == before.Records+1 {
+			if o.KEV != before.KEV+1 || o.LatestKEV[0].CVEID != "CVE-2026-99999" {
+				t.Errorf("after the run: %d KEV, latest %s; want %d, CVE-2026-99999", o.KEV, o.LatestKEV[0].CVEID, before.KEV+1)
+			}
+			break
+		}
+		if o.Records != before.Records {
+			t.Fatalf("records %d, want %d or %d", o.Records, before.Records, before.Records+1)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the counts did not follow the ingest run")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
