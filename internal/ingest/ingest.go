@@ -625,11 +625,12 @@ type merged struct {
 	oldModified int64
 	exists      bool
 	// synced are the times of the data of the feeds the run changed for
-	// this record; oldBody is the stored record, when there is one.
-	synced  map[string]time.Time
-	oldBody []byte
-	row     *catalog.Row // nil: no source defines the record
-	err     error
+	// this record; oldSources the dataSources of the stored record (or
+	// its body), when there is one.
+	synced     map[string]time.Time
+	oldSources []byte
+	row        *catalog.Row // nil: no source defines the record
+	err        error
 }
 
 // chunk is a run of records merged together.
@@ -712,7 +713,7 @@ func (r *run) readChunk(keys []int64) (*chunk, error) {
 			return nil, fmt.Errorf("merge: read facts: %w", err)
 		}
 	}
-	var existing []string
+	var existing []int64
 	for i, key := range keys {
 		m := &c.items[i]
 		m.key = key
@@ -727,22 +728,53 @@ func (r *run) readChunk(keys []int64) (*chunk, error) {
 			return nil, fmt.Errorf("merge %s: %w", cve.IDOfKey(key), err)
 		}
 		if m.exists {
-			existing = append(existing, cve.IDOfKey(key))
+			existing = append(existing, key)
 		}
 	}
 	if len(existing) > 0 {
 		// The stored records keep the sync times of the sources the run
-		// did not change. The run has not written them yet: the catalog
-		// as committed holds them.
-		old, err := r.store.RecordsJSON(r.ctx, existing)
+		// did not change.
+		old, err := r.oldSources(existing)
 		if err != nil {
 			return nil, fmt.Errorf("merge: read records: %w", err)
 		}
 		for i := range c.items {
-			c.items[i].oldBody = old[cve.IDOfKey(c.items[i].key)]
+			c.items[i].oldSources = old[c.items[i].key]
 		}
 	}
 	return c, nil
+}
+
+// sourcesTx is implemented by transactions that read the dataSources of
+// the stored records themselves.
+type sourcesTx interface {
+	// RecordSourcesJSON returns the dataSources of the stored records of
+	// keys, as JSON arrays by key.
+	RecordSourcesJSON(ctx context.Context, keys []int64) (map[int64][]byte, error)
+}
+
+// oldSources returns the dataSources of the stored records of keys, or
+// their whole bodies when the transaction cannot read them alone (the
+// catalog as committed holds them: the run has not written them yet).
+func (r *run) oldSources(keys []int64) (map[int64][]byte, error) {
+	if st, ok := r.tx.(sourcesTx); ok {
+		return st.RecordSourcesJSON(r.ctx, keys)
+	}
+	ids := make([]string, len(keys))
+	for i, k := range keys {
+		ids[i] = cve.IDOfKey(k)
+	}
+	bodies, err := r.store.RecordsJSON(r.ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int64][]byte, len(bodies))
+	for id, b := range bodies {
+		if k, ok := cve.Key(id); ok {
+			out[k] = b
+		}
+	}
+	return out, nil
 }
 
 // mergeOne decodes the facts of m, merges and encodes its record.
@@ -760,8 +792,8 @@ func mergeOne(m *merged, opts merge.Options, now time.Time, lastRuns func() map[
 	rec, ok := merge.Record(cve.IDOfKey(m.key), m.facts, opts)
 	m.facts = nil
 	if ok {
-		stampSources(rec, m.synced, m.oldBody, lastRuns)
-		m.oldBody = nil
+		stampSources(rec, m.synced, m.oldSources, lastRuns)
+		m.oldSources = nil
 		m.row, m.err = Encode(m.key, rec, m.oldHash, m.oldModified, m.exists, now)
 	}
 }
@@ -835,15 +867,15 @@ func fillBody(content []byte, rec *cve.Record) ([]byte, error) {
 
 // stampSources sets the syncedAt of each data source of rec: the time of
 // its feed's data in synced when the run changed it, else the time the
-// stored record old gives it, else the time of the newest run of its feed
-// that lastRuns gives.
+// stored record's dataSources old (or its body) give it, else the time of
+// the newest run of its feed that lastRuns gives.
 func stampSources(rec *cve.Record, synced map[string]time.Time, old []byte, lastRuns func() map[string]time.Time) {
 	var prev []cve.DataSource
 	if i := bytes.LastIndex(old, dataSourcesMember); i >= 0 {
 		// dataSources is the last member of a stored record.
-		tail := bytes.TrimSuffix(bytes.TrimSpace(old[i+len(dataSourcesMember):]), []byte("}"))
-		_ = json.Unmarshal(tail, &prev) // a body without them stamps none
+		old = bytes.TrimSuffix(bytes.TrimSpace(old[i+len(dataSourcesMember):]), []byte("}"))
 	}
+	_ = json.Unmarshal(old, &prev) // a record without them stamps none
 	for i := range rec.DataSources {
 		ds := &rec.DataSources[i]
 		feed, _, _ := strings.Cut(ds.Name, ":")

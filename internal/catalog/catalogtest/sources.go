@@ -2,6 +2,7 @@ package catalogtest
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -122,20 +123,51 @@ func testSourceCatalog(t *testing.T, open Open) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A run of cvelist that changes nothing comes first: the record keeps
+	// the time of the cvelist data it holds, not that run's.
+	cvelistFile := filepath.Join("..", "..", "sample", "data", "cvelist", "CVE-2024-3094.json")
+	unchanged, err := ingest.ParseSource("cvelist=" + cvelistFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ingest.Run(ctx, store, []ingest.Source{unchanged}, ingest.Options{Now: func() time.Time { return later.Add(-time.Minute) }}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := ingest.Run(ctx, store, []ingest.Source{src}, ingest.Options{Now: func() time.Time { return later }}); err != nil {
 		t.Fatal(err)
 	}
 	if gen2, err := db.Generation(ctx); err != nil || gen2 == gen1 {
 		t.Errorf("Generation after a second ingest = %d, %v; want other than %d", gen2, err, gen1)
 	}
+	// The record the run changed: kev's data is of the run, the others'
+	// kept from the stored record (the sample's dates).
+	rec, err := store.Record(ctx, "CVE-2021-44228")
+	if err != nil {
+		t.Fatal(err)
+	}
+	synced := map[string]string{}
+	for _, ds := range rec.DataSources {
+		if ds.SyncedAt != nil {
+			synced[ds.Name] = ds.SyncedAt.Format(time.RFC3339)
+		}
+	}
+	for name, want := range map[string]string{"kev": later.Format(time.RFC3339), "cvelist": "2025-01-24T00:00:00Z", "epss": "2026-08-16T00:00:00Z", "osv:GHSA": "2026-11-21T00:00:00Z"} {
+		if synced[name] != want {
+			t.Errorf("CVE-2021-44228: syncedAt of %s = %q, want %q (all: %v)", name, synced[name], want, synced)
+		}
+	}
+
 	runs, err = db.LastIngests(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range runs {
 		want := sample.Label + r.Source
-		if r.Source == "kev" {
+		switch r.Source {
+		case "kev":
 			want = kevFile
+		case "cvelist":
+			want = cvelistFile
 		}
 		if r.Location != want {
 			t.Errorf("LastIngests %s location = %q, want %q", r.Source, r.Location, want)
