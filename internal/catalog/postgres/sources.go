@@ -22,28 +22,49 @@ func (d *DB) Generation(ctx context.Context) (int64, error) {
 
 // SourceRecords implements cve.SourceCatalog.
 func (d *DB) SourceRecords(ctx context.Context) ([]cve.SourceRecords, error) {
-	// Facts bodies are JSON bytes; only those of OSV and CSAF are parsed.
-	q := catalog.SourceRecordsSQL(`convert_from(f.body, 'UTF8')::jsonb #>> '{source,name}'`,
-		`convert_from(f.body, 'UTF8')::jsonb #>> '{source,license}'`)
-	rows, err := d.pool.Query(ctx, q)
+	feeds := map[string]int{}
+	rows, err := d.pool.Query(ctx, catalog.FeedRecordsSQL)
 	if err != nil {
 		return nil, fmt.Errorf("count records by source: %w", err)
 	}
-	defer rows.Close()
-	var out []cve.SourceRecords
 	for rows.Next() {
-		var s cve.SourceRecords
+		var feed string
 		var n int64
-		if err := rows.Scan(&s.Name, &n, &s.License); err != nil {
+		if err := rows.Scan(&feed, &n); err != nil {
+			rows.Close()
 			return nil, fmt.Errorf("count records by source: %w", err)
 		}
-		s.Records = int(n)
-		out = append(out, s)
+		feeds[feed] = int(n)
 	}
+	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("count records by source: %w", err)
 	}
-	return out, nil
+	var docs catalog.SourceDocs
+	rows, err = d.pool.Query(ctx, catalog.SourceDocsSQL)
+	if err != nil {
+		return nil, fmt.Errorf("count records by source: %w", err)
+	}
+	for rows.Next() {
+		var r catalog.FactsRow
+		if err := rows.Scan(&r.Key, &r.Feed, &r.Doc); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("count records by source: %w", err)
+		}
+		docs.Add(r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count records by source: %w", err)
+	}
+	return docs.Count(feeds, func(r catalog.FactsRow) (cve.DataSource, error) {
+		var body []byte
+		err := d.pool.QueryRow(ctx, `SELECT body FROM facts WHERE key = $1 AND feed = $2 AND doc = $3`, r.Key, r.Feed, r.Doc).Scan(&body)
+		if err != nil {
+			return cve.DataSource{}, fmt.Errorf("count records by source: %w", err)
+		}
+		return catalog.SourceOfFacts(body)
+	})
 }
 
 // LastIngests implements cve.SourceCatalog.

@@ -23,21 +23,47 @@ func (d *DB) Generation(ctx context.Context) (int64, error) {
 
 // SourceRecords implements cve.SourceCatalog.
 func (d *DB) SourceRecords(ctx context.Context) ([]cve.SourceRecords, error) {
-	q := catalog.SourceRecordsSQL(`json_extract(f.body, '$.source.name')`, `json_extract(f.body, '$.source.license')`)
-	rows, err := d.db.Read.QueryContext(ctx, q)
+	feeds := map[string]int{}
+	rows, err := d.db.Read.QueryContext(ctx, catalog.FeedRecordsSQL)
 	if err != nil {
 		return nil, fmt.Errorf("count records by source: %w", err)
 	}
 	defer rows.Close()
-	var out []cve.SourceRecords
 	for rows.Next() {
-		var s cve.SourceRecords
-		if err := rows.Scan(&s.Name, &s.Records, &s.License); err != nil {
+		var feed string
+		var n int
+		if err := rows.Scan(&feed, &n); err != nil {
 			return nil, fmt.Errorf("count records by source: %w", err)
 		}
-		out = append(out, s)
+		feeds[feed] = n
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count records by source: %w", err)
+	}
+	var docs catalog.SourceDocs
+	rows, err = d.db.Read.QueryContext(ctx, catalog.SourceDocsSQL)
+	if err != nil {
+		return nil, fmt.Errorf("count records by source: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r catalog.FactsRow
+		if err := rows.Scan(&r.Key, &r.Feed, &r.Doc); err != nil {
+			return nil, fmt.Errorf("count records by source: %w", err)
+		}
+		docs.Add(r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count records by source: %w", err)
+	}
+	return docs.Count(feeds, func(r catalog.FactsRow) (cve.DataSource, error) {
+		var body []byte
+		err := d.db.Read.QueryRowContext(ctx, `SELECT body FROM facts WHERE key = ? AND feed = ? AND doc = ?`, r.Key, r.Feed, r.Doc).Scan(&body)
+		if err != nil {
+			return cve.DataSource{}, fmt.Errorf("count records by source: %w", err)
+		}
+		return catalog.SourceOfFacts(body)
+	})
 }
 
 // LastIngests implements cve.SourceCatalog.
