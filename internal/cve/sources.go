@@ -40,7 +40,9 @@ type SourceCatalog interface {
 	Generation(ctx context.Context) (int64, error)
 
 	// SourceRecords counts, per data source, the served records with
-	// facts from it, by name. It reads every facts row.
+	// facts from it, by name. It reads the keys of every facts row; the
+	// OSV databases and CSAF providers are told apart by the letters
+	// their document ids start with (GHSA, PYSEC, RHSA …).
 	SourceRecords(ctx context.Context) ([]SourceRecords, error)
 
 	// LastIngests returns, per ingest source, the newest ingest run that
