@@ -68,8 +68,17 @@ func newSourcesTest(tb testing.TB) (*apiTest, *sources.Reporter) {
 	return newAPITest(tb, Config{Catalog: db, Sources: rep}), rep
 }
 
-func TestSourcesAPI(t *testing.T) {
-	a, _ := newSourcesTest(t)
+// TestSources runs the tests of the sources on one catalog of the sample,
+// whose loading is the slow part.
+func TestSources(t *testing.T) {
+	a, rep := newSourcesTest(t)
+	t.Run("API", func(t *testing.T) { testSourcesAPI(t, a.with(t)) })
+	t.Run("SourceAPI", func(t *testing.T) { testSourceAPI(t, a.with(t)) })
+	t.Run("FrontPage", func(t *testing.T) { testFrontPage(t, a.with(t), rep) })
+	t.Run("SourcePage", func(t *testing.T) { testSourcePage(t, a.with(t)) })
+}
+
+func testSourcesAPI(t *testing.T, a *apiTest) {
 	rec := a.get("/api/v1/sources", validRequest)
 	if rec.Code != 200 || rec.Header().Get("ETag") == "" || rec.Header().Get("Cache-Control") != cacheList {
 		t.Fatalf("status %d, headers %v", rec.Code, rec.Header())
@@ -124,8 +133,7 @@ func TestSourcesAPI(t *testing.T) {
 	}
 }
 
-func TestSourceAPI(t *testing.T) {
-	a, _ := newSourcesTest(t)
+func testSourceAPI(t *testing.T, a *apiTest) {
 	tests := []struct {
 		path   string
 		status int
@@ -165,8 +173,7 @@ func text(page string) string {
 	return strings.Join(strings.Fields(html.UnescapeString(page)), " ")
 }
 
-func TestFrontPage(t *testing.T) {
-	a, rep := newSourcesTest(t)
+func testFrontPage(t *testing.T, a *apiTest, rep *sources.Reporter) {
 	o, err := rep.OverviewAt(context.Background(), sourcesNow)
 	if err != nil {
 		t.Fatal(err)
@@ -221,8 +228,7 @@ func TestFrontPage(t *testing.T) {
 	}
 }
 
-func TestSourcePage(t *testing.T) {
-	a, _ := newSourcesTest(t)
+func testSourcePage(t *testing.T, a *apiTest) {
 	tests := []struct {
 		path   string
 		status int
@@ -258,4 +264,11 @@ func TestSourcePage(t *testing.T) {
 func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+// with returns the harness reporting to t.
+func (a *apiTest) with(t testing.TB) *apiTest {
+	c := *a
+	c.t = t
+	return &c
 }
