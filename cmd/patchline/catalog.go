@@ -8,15 +8,18 @@ import (
 	"github.com/patchline/patchline/internal/catalog"
 	"github.com/patchline/patchline/internal/catalog/postgres"
 	"github.com/patchline/patchline/internal/catalog/sqlite"
+	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/ingest"
 	"github.com/patchline/patchline/internal/sqlitedb"
 )
 
 // catalogStore is what the subcommands need of a catalog backend: the store
-// of records and ingest runs, and the state of the upstream syncs.
+// of records and ingest runs, the state of the upstream syncs, and what it
+// knows of its sources.
 type catalogStore interface {
 	catalog.Store
 	catalog.SyncStates
+	cve.SourceCatalog
 }
 
 var (

@@ -13,6 +13,7 @@ import (
 
 	"github.com/patchline/patchline/internal/lookupapi"
 	"github.com/patchline/patchline/internal/ratelimit"
+	"github.com/patchline/patchline/internal/sources"
 	"github.com/patchline/patchline/internal/upstream"
 )
 
@@ -91,6 +92,19 @@ func (m *Main) openLookup(ctx context.Context) (http.Handler, error) {
 	if m.syncMetrics, err = upstream.RegisterMetrics(reg, db, statusOpt); err != nil {
 		return nil, err
 	}
+	reporter := sources.New(db, sources.Options{
+		Feeds:      statusOpt.Sources,
+		FreshFor:   max(2*m.Config.SyncEvery, 6*time.Hour),
+		StaleAfter: statusOpt.StaleAfter,
+	})
+	if err := sources.RegisterMetrics(reg, reporter); err != nil {
+		return nil, err
+	}
+	go func() {
+		if err := reporter.Warm(ctx); err != nil && ctx.Err() == nil {
+			m.Logger.Warn("count the catalog's sources", "err", err)
+		}
+	}()
 	return lookupapi.New(lookupapi.Config{
 		Catalog:    db,
 		Logger:     m.Logger.With("service", "lookup"),
@@ -100,6 +114,7 @@ func (m *Main) openLookup(ctx context.Context) (http.Handler, error) {
 		Proxies:    proxies,
 		Registry:   reg,
 		Status:     upstream.StatusHandler(db, db, statusOpt),
+		Sources:    reporter,
 	})
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -8,15 +9,18 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
+	"github.com/patchline/patchline/internal/sources"
 	"github.com/patchline/patchline/internal/upstream"
 )
 
 func init() {
 	commands["sync"] = command{
-		usage: "[--data DIR] [--catalog-db DSN] [--nvd-api-key KEY] [--osv-ecosystems LIST] [--eol-products LIST] [SOURCE[=URL] ...]",
+		usage: "[--once] [--data DIR] [--catalog-db DSN] [--nvd-api-key KEY] [--osv-ecosystems LIST] [--eol-products LIST] [SOURCE[=URL] ...]",
 		run:   runSync,
 	}
 }
@@ -78,7 +82,9 @@ func runSync(ctx context.Context, env *Env, args []string) error {
 	var (
 		data, dsn, level string
 		opts             SyncOptions
+		once             bool
 	)
+	fs.BoolVar(&once, "once", true, "sync each source once and exit (what sync always does; serve --sync-every keeps syncing)")
 	fs.StringVar(&data, "data", "./patchline-data", "directory of the embedded databases")
 	fs.StringVar(&dsn, "catalog-db", "", "catalog store DSN (default DATA/catalog.db)")
 	fs.StringVar(&level, "log-level", "warn", "debug, info, warn or error")
@@ -94,7 +100,10 @@ func runSync(ctx context.Context, env *Env, args []string) error {
 	if err := parseFlags(fs, env, args); err != nil {
 		return err
 	}
-	sources, err := parseSyncSources(fs.Args())
+	if !once {
+		return errors.New("--once=false: patchline sync syncs each source once; serve --sync-every DURATION keeps syncing")
+	}
+	syncSources, err := parseSyncSources(fs.Args())
 	if err != nil {
 		return err
 	}
@@ -106,7 +115,7 @@ func runSync(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer db.Close()
-	s, err := upstream.New(opts.config(db, sources, newLogger(env.Stderr, level)))
+	s, err := upstream.New(opts.config(db, syncSources, newLogger(env.Stderr, level)))
 	if err != nil {
 		return err
 	}
@@ -115,6 +124,14 @@ func runSync(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	failed := printSyncResults(env.Stdout, results)
+	var names []string
+	for _, r := range results {
+		names = append(names, r.Source)
+	}
+	fmt.Fprintln(env.Stdout)
+	if err := printSources(ctx, env.Stdout, sources.New(db, sources.Options{Feeds: names})); err != nil {
+		return err
+	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d sources failed and kept their previous data", failed, len(results))
 	}
@@ -148,6 +165,29 @@ func printSyncResults(w io.Writer, results []upstream.Result) int {
 		}
 	}
 	return failed
+}
+
+// printSources prints the table of the catalog's sources: the same as the
+// front page's and /api/v1/sources.
+func printSources(ctx context.Context, w io.Writer, rep *sources.Reporter) error {
+	now := rep.Now()
+	list, err := rep.SourcesAt(ctx, now)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SOURCE\tRECORDS\tDATA\tUPSTREAM\tFRESHNESS\tLAST ERROR")
+	for _, s := range list {
+		records, upstream, lastErr := "-", cmp.Or(s.UpstreamText(now), "-"), "-"
+		if s.Records != nil {
+			records = strconv.Itoa(*s.Records)
+		}
+		if s.Error != nil {
+			lastErr = *s.Error
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, records, s.DataText(now), upstream, s.Freshness, lastErr)
+	}
+	return tw.Flush()
 }
 
 func byteSize(n int64) string {

@@ -61,13 +61,18 @@ func TestSyncCommand(t *testing.T) {
 	srv := fakeEPSS(t)
 	data := t.TempDir()
 	mirror := filepath.Join(syncSampleData, "debian")
-	args := []string{"sync", "--data", data, "epss=" + srv.URL + "/epss_scores-current.csv", "debian=" + mirror}
+	args := []string{"sync", "--once", "--data", data, "epss=" + srv.URL + "/epss_scores-current.csv", "debian=" + mirror}
 
 	code, out, errOut := runInProcess(t, args...)
 	if code != 0 {
 		t.Fatalf("first sync: exit %d\n%s%s", code, out, errOut)
 	}
-	for _, want := range []string{`(?m)^epss: 65 records changed: fetched epss_scores-current.csv`, `(?m)^debian: \d+ records changed: mirror changed`} {
+	// One line per source, then the table of the catalog's sources.
+	for _, want := range []string{`(?m)^epss: 65 records changed: fetched epss_scores-current.csv`, `(?m)^debian: \d+ records changed: mirror changed`,
+		`(?m)^SOURCE +RECORDS +DATA +UPSTREAM +FRESHNESS +LAST ERROR$`,
+		`(?m)^debian +[1-9]\d* +synced just now +- +fresh +-$`,
+		// EPSS alone makes no record: its scores wait for another source.
+		`(?m)^epss +0 +synced just now +(-|changed [^ ]+ [a-z]+ ago) +fresh +-$`} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("first sync output does not match %q:\n%s", want, out)
 		}
@@ -95,6 +100,8 @@ func TestSyncCommandErrors(t *testing.T) {
 		{"unknown source", []string{"nope"}, 1, "", `unknown source "nope"`},
 		{"upstream fails", []string{"epss=" + srv.URL + "/missing.csv"}, 1, "epss: failed: ", `1 of 1 sources failed and kept their previous data`},
 		{"unreadable mirror", []string{"kev=" + filepath.Join(t.TempDir(), "absent")}, 1, "kev: failed: ", `1 of 1 sources failed`},
+		{"failure in the table", []string{"epss=" + srv.URL + "/missing.csv"}, 1, "never taken in  -         stale      sync epss: ", `1 of 1 sources failed`},
+		{"not once", []string{"--once=false", "kev"}, 1, "", `--once=false: patchline sync syncs each source once`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -148,6 +148,12 @@ type DataSource struct {
 	Use     string  `json:"use"`
 	License string  `json:"license"`
 	URL     *string `json:"url"`
+	// SyncedAt, in a record, is when the catalog took in the data of this
+	// source that the record shows: the time of the ingest or sync run
+	// that last added or changed it (for the bundled sample, the date of
+	// the sample's data). Facts leave it out; records merged before the
+	// catalog kept it lack it until the source changes them again.
+	SyncedAt *time.Time `json:"syncedAt,omitempty"`
 }
 
 // Summary is the lean row of the list endpoint and the bulk stream.

@@ -4,18 +4,22 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
 	"runtime"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/patchline/patchline/internal/catalog"
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/feed"
+	"github.com/patchline/patchline/internal/sample"
 )
 
 // Source is one SOURCE=LOCATION of an ingest run.
@@ -25,6 +29,13 @@ type Source struct {
 	// FS, when set, holds Location (a directory of an embedded tree, such
 	// as the bundled sample) instead of the file system.
 	FS fs.FS
+	// Label, when set, names Location in the run's log (the bundled
+	// sample's feeds are "sample:FEED").
+	Label string
+	// AsOf, when set, is the time of the source's data: the records whose
+	// facts from it the run adds or changes carry it as the syncedAt of
+	// its data source. Zero means the start of the run.
+	AsOf time.Time
 }
 
 // Options tune a run.
@@ -105,10 +116,11 @@ func Run(ctx context.Context, store catalog.Store, sources []Source, opt Options
 	}
 	defer tx.Rollback()
 
-	r := &run{ctx: ctx, tx: tx, touched: map[int64]struct{}{}, opt: opt}
+	r := &run{ctx: ctx, store: store, tx: tx, touched: map[int64]uint64{}, opt: opt, sources: sources, started: started.UTC().Truncate(time.Second)}
 	r.jsonTx, _ = tx.(jsonFactsTx)
 	var res Result
-	for _, src := range sources {
+	for i, src := range sources {
+		r.current = sourceBit(i)
 		count, rejections, err := r.source(src)
 		res.Sources = append(res.Sources, count)
 		res.Rejections = append(res.Rejections, rejections...)
@@ -131,13 +143,58 @@ func Run(ctx context.Context, store catalog.Store, sources []Source, opt Options
 }
 
 type run struct {
-	ctx               context.Context
-	tx                catalog.Tx
-	jsonTx            jsonFactsTx // tx, when it is one; else nil
-	opt               Options
-	touched           map[int64]struct{}
-	lifecyclesChanged bool
+	ctx    context.Context
+	store  catalog.Store
+	tx     catalog.Tx
+	jsonTx jsonFactsTx // tx, when it is one; else nil
+	opt    Options
+	// sources are the run's sources; current is the bit of the one being
+	// read, started the time of the run.
+	sources []Source
+	current uint64
+	started time.Time
+	// touched holds the keys whose facts the run added or changed, each
+	// with the bits of the sources that did.
+	touched           map[int64]uint64
+	lifecyclesChanged uint64 // the bits of the sources that changed lifecycles
+	// lastRuns are the times of the data of the newest committed run of
+	// each feed, read once when a record first needs them.
+	lastRunsOnce sync.Once
+	lastRuns     map[string]time.Time
 }
+
+// lastRunTimes returns the time of the data of the newest run of each feed
+// that the catalog holds: the sample's date for the bundled sample, else
+// the run's start. A record that gains a source without this run changing
+// that source's facts (an EPSS score kept until another source describes
+// the CVE) takes its syncedAt from there.
+func (r *run) lastRunTimes() map[string]time.Time {
+	r.lastRunsOnce.Do(func() {
+		r.lastRuns = map[string]time.Time{}
+		sc, ok := r.store.(cve.SourceCatalog)
+		if !ok {
+			return
+		}
+		runs, err := sc.LastIngests(r.ctx)
+		if err != nil {
+			return // the records then lack the time, as before the log had it
+		}
+		for _, in := range runs {
+			t := in.Started
+			if f, ok := strings.CutPrefix(in.Location, sample.Label); ok {
+				if d, ok := sample.Date(f); ok {
+					t = d
+				}
+			}
+			r.lastRuns[in.Source] = t
+		}
+	})
+	return r.lastRuns
+}
+
+// sourceBit is the bit of the i-th source of a run in the touched sets;
+// sources past the 64th share the last bit.
+func sourceBit(i int) uint64 { return 1 << min(i, 63) }
 
 // sink receives one source's records.
 type sink struct {
@@ -177,7 +234,7 @@ func (s *sink) Facts(f *cve.Facts) error {
 	}
 	s.record(change)
 	if change != catalog.Unchanged {
-		s.r.touched[key] = struct{}{}
+		s.r.touched[key] |= s.r.current
 	}
 	return nil
 }
@@ -195,7 +252,7 @@ func (s *sink) encodedFacts(e *encodedFacts) error {
 	}
 	s.record(change)
 	if change != catalog.Unchanged {
-		s.r.touched[e.key] = struct{}{}
+		s.r.touched[e.key] |= s.r.current
 	}
 	return nil
 }
@@ -216,7 +273,7 @@ func (s *sink) Lifecycle(l *cve.Lifecycle) error {
 	}
 	s.record(change)
 	if change != catalog.Unchanged {
-		s.r.lifecyclesChanged = true
+		s.r.lifecyclesChanged |= s.r.current
 	}
 	return nil
 }
@@ -250,7 +307,7 @@ func (s *sink) record(c catalog.Change) {
 
 func (r *run) source(src Source) (catalog.SourceCount, []Rejection, error) {
 	start := time.Now()
-	count := catalog.SourceCount{Source: src.Parser.Name, Location: src.Location}
+	count := catalog.SourceCount{Source: src.Parser.Name, Location: cmp.Or(src.Label, src.Location)}
 	s := &sink{r: r, parser: src.Parser, count: &count}
 	walk := func(fn func(string, io.Reader) error) error {
 		if src.FS != nil {

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"slices"
@@ -19,7 +20,7 @@ func (r *run) mergeTouched(res *Result) error {
 	for k := range r.touched {
 		keys = append(keys, k)
 	}
-	if r.lifecyclesChanged {
+	if r.lifecyclesChanged != 0 {
 		withAtoms, err := r.tx.KeysWithAtoms(r.ctx)
 		if err != nil {
 			return err
@@ -35,6 +36,31 @@ func (r *run) mergeTouched(res *Result) error {
 	now := r.opt.Now().UTC().Truncate(time.Second)
 	opts := merge.Options{Lifecycles: merge.NewLifecycleTable(lifecycles), Now: now}
 	return r.mergeKeys(keys, opts, now, res)
+}
+
+// syncTimes returns, for the sources of the bits, the time of their data by
+// feed: the latest when several sources of a run read one feed. "eol"
+// stands for the sources that changed lifecycles.
+func (r *run) syncTimes(bits uint64) map[string]time.Time {
+	out := map[string]time.Time{}
+	add := func(feed string, i int) {
+		t := r.sources[i].AsOf
+		if t.IsZero() {
+			t = r.started
+		}
+		if t.After(out[feed]) {
+			out[feed] = t.UTC()
+		}
+	}
+	for i, src := range r.sources {
+		if bits&sourceBit(i) != 0 {
+			add(src.Parser.Name, i)
+		}
+		if r.lifecyclesChanged&sourceBit(i) != 0 {
+			add("eol", i)
+		}
+	}
+	return out
 }
 
 // mergeChunk is the number of records read, merged or written at a time.
@@ -53,8 +79,13 @@ type merged struct {
 	oldHash     []byte
 	oldModified int64
 	exists      bool
-	row         *catalog.Row // nil: no source defines the record
-	err         error
+	// synced are the times of the data of the feeds the run changed for
+	// this record; oldSources the dataSources of the stored record (or
+	// its body), when there is one.
+	synced     map[string]time.Time
+	oldSources []byte
+	row        *catalog.Row // nil: no source defines the record
+	err        error
 }
 
 // chunk is a run of records merged together.
@@ -78,7 +109,7 @@ func (r *run) mergeKeys(keys []int64, opts merge.Options, now time.Time, res *Re
 	for range runtime.GOMAXPROCS(0) {
 		go func() {
 			for j := range jobs {
-				mergeOne(j.m, opts, now)
+				mergeOne(j.m, opts, now, r.lastRunTimes)
 				if j.c.left.Add(-1) == 0 {
 					close(j.c.done)
 				}
@@ -137,9 +168,11 @@ func (r *run) readChunk(keys []int64) (*chunk, error) {
 			return nil, fmt.Errorf("merge: read facts: %w", err)
 		}
 	}
+	var existing []int64
 	for i, key := range keys {
 		m := &c.items[i]
 		m.key = key
+		m.synced = r.syncTimes(r.touched[key])
 		var err error
 		if bodies != nil {
 			m.bodies = bodies[i]
@@ -149,12 +182,58 @@ func (r *run) readChunk(keys []int64) (*chunk, error) {
 		if m.oldHash, m.oldModified, m.exists, err = r.tx.RecordState(r.ctx, key); err != nil {
 			return nil, fmt.Errorf("merge %s: %w", cve.IDOfKey(key), err)
 		}
+		if m.exists {
+			existing = append(existing, key)
+		}
+	}
+	if len(existing) > 0 {
+		// The stored records keep the sync times of the sources the run
+		// did not change.
+		old, err := r.oldSources(existing)
+		if err != nil {
+			return nil, fmt.Errorf("merge: read records: %w", err)
+		}
+		for i := range c.items {
+			c.items[i].oldSources = old[c.items[i].key]
+		}
 	}
 	return c, nil
 }
 
+// sourcesTx is implemented by transactions that read the dataSources of
+// the stored records themselves.
+type sourcesTx interface {
+	// RecordSourcesJSON returns the dataSources of the stored records of
+	// keys, as JSON arrays by key.
+	RecordSourcesJSON(ctx context.Context, keys []int64) (map[int64][]byte, error)
+}
+
+// oldSources returns the dataSources of the stored records of keys, or
+// their whole bodies when the transaction cannot read them alone (the
+// catalog as committed holds them: the run has not written them yet).
+func (r *run) oldSources(keys []int64) (map[int64][]byte, error) {
+	if st, ok := r.tx.(sourcesTx); ok {
+		return st.RecordSourcesJSON(r.ctx, keys)
+	}
+	ids := make([]string, len(keys))
+	for i, k := range keys {
+		ids[i] = cve.IDOfKey(k)
+	}
+	bodies, err := r.store.RecordsJSON(r.ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int64][]byte, len(bodies))
+	for id, b := range bodies {
+		if k, ok := cve.Key(id); ok {
+			out[k] = b
+		}
+	}
+	return out, nil
+}
+
 // mergeOne decodes the facts of m, merges and encodes its record.
-func mergeOne(m *merged, opts merge.Options, now time.Time) {
+func mergeOne(m *merged, opts merge.Options, now time.Time, lastRuns func() map[string]time.Time) {
 	if m.bodies != nil {
 		m.facts = make([]cve.Facts, len(m.bodies))
 		for i, b := range m.bodies {
@@ -168,6 +247,8 @@ func mergeOne(m *merged, opts merge.Options, now time.Time) {
 	rec, ok := merge.Record(cve.IDOfKey(m.key), m.facts, opts)
 	m.facts = nil
 	if ok {
+		stampSources(rec, m.synced, m.oldSources, lastRuns)
+		m.oldSources = nil
 		m.row, m.err = Encode(m.key, rec, m.oldHash, m.oldModified, m.exists, now)
 	}
 }

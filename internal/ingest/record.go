@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/patchline/patchline/internal/catalog"
@@ -17,10 +19,13 @@ import (
 var (
 	epssNull     = []byte(`"epss":null,"kev":`)
 	modifiedNull = []byte(`"modifiedAt":null,"dataSources":`)
+	// dataSourcesMember starts the last member of a record.
+	dataSourcesMember = []byte(`"dataSources":`)
 )
 
 // fillBody returns the encoding of rec from the encoding of its content:
-// with rec's EPSS score and modification time in place of their nulls.
+// with rec's EPSS score and modification time in place of their nulls, and
+// its data sources with their sync times.
 func fillBody(content []byte, rec *cve.Record) ([]byte, error) {
 	i := bytes.Index(content, epssNull)
 	j := bytes.Index(content, modifiedNull)
@@ -38,23 +43,66 @@ func fillBody(content []byte, rec *cve.Record) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	body := make([]byte, 0, len(content)+len(epss)+len(mod))
+	sources, err := json.Marshal(rec.DataSources)
+	if err != nil {
+		return nil, err
+	}
+	body := make([]byte, 0, len(content)+len(epss)+len(mod)+len(sources))
 	body = append(body, content[:i+len(`"epss":`)]...)
 	body = append(body, epss...)
 	body = append(body, content[i+len(`"epss":null`):j+len(`"modifiedAt":`)]...)
 	body = append(body, mod...)
-	body = append(body, content[j+len(`"modifiedAt":null`):]...)
+	// dataSources is the last member of the content: Links is nil.
+	body = append(body, content[j+len(`"modifiedAt":null`):j+len(modifiedNull)]...)
+	body = append(body, sources...)
+	body = append(body, '}')
 	return body, nil
 }
 
-// ContentHash hashes what a record says, leaving out its modification time
-// and its EPSS score, which moves every day: a record's modifiedAt changes
-// when its content changes, not when its EPSS score does.
+// stampSources sets the syncedAt of each data source of rec: the time of
+// its feed's data in synced when the run changed it, else the time the
+// stored record's dataSources old (or its body) give it, else the time of
+// the newest run of its feed that lastRuns gives.
+func stampSources(rec *cve.Record, synced map[string]time.Time, old []byte, lastRuns func() map[string]time.Time) {
+	var prev []cve.DataSource
+	if i := bytes.LastIndex(old, dataSourcesMember); i >= 0 {
+		// dataSources is the last member of a stored record.
+		old = bytes.TrimSuffix(bytes.TrimSpace(old[i+len(dataSourcesMember):]), []byte("}"))
+	}
+	_ = json.Unmarshal(old, &prev) // a record without them stamps none
+	for i := range rec.DataSources {
+		ds := &rec.DataSources[i]
+		feed, _, _ := strings.Cut(ds.Name, ":")
+		if t, ok := synced[feed]; ok {
+			ds.SyncedAt = &t
+			continue
+		}
+		for _, p := range prev {
+			if p.Name == ds.Name && p.SyncedAt != nil {
+				t := p.SyncedAt.UTC()
+				ds.SyncedAt = &t
+				break
+			}
+		}
+		if ds.SyncedAt == nil {
+			if t, ok := lastRuns()[feed]; ok {
+				t = t.UTC()
+				ds.SyncedAt = &t
+			}
+		}
+	}
+}
+
+// ContentHash hashes what a record says, leaving out its modification time,
+// its EPSS score, which moves every day, and the sync times of its sources:
+// a record's modifiedAt changes when its content changes, not when its
+// EPSS score does or a source's data is taken in again.
 func ContentHash(rec *cve.Record) ([]byte, error) {
 	c := *rec
 	c.EPSS = nil
 	c.ModifiedAt = nil
 	c.Links = nil
+	c.DataSources = unstamped(rec.DataSources)
 	b, err := json.Marshal(&c)
 	if err != nil {
 		return nil, err
@@ -69,10 +117,10 @@ func Encode(key int64, rec *cve.Record, oldHash []byte, oldModified int64, exist
 	// One encoding serves both: the content (EPSS and modifiedAt null, as
 	// ContentHash hashes it), and the body, the content with the two
 	// filled in.
-	epss := rec.EPSS
-	rec.EPSS, rec.ModifiedAt, rec.Links = nil, nil, nil
+	epss, sources := rec.EPSS, rec.DataSources
+	rec.EPSS, rec.ModifiedAt, rec.Links, rec.DataSources = nil, nil, nil, unstamped(sources)
 	content, err := json.Marshal(rec)
-	rec.EPSS = epss
+	rec.EPSS, rec.DataSources = epss, sources
 	if err != nil {
 		return nil, err
 	}
@@ -116,4 +164,17 @@ func Encode(key int64, rec *cve.Record, oldHash []byte, oldModified int64, exist
 		row.Description = *rec.Description
 	}
 	return row, nil
+}
+
+// unstamped returns sources without their sync times (sources itself when
+// none has one).
+func unstamped(sources []cve.DataSource) []cve.DataSource {
+	if !slices.ContainsFunc(sources, func(d cve.DataSource) bool { return d.SyncedAt != nil }) {
+		return sources
+	}
+	out := slices.Clone(sources)
+	for i := range out {
+		out[i].SyncedAt = nil
+	}
+	return out
 }

@@ -57,7 +57,8 @@ func SampleSources() []Source {
 	var out []Source
 	for _, name := range sample.Feeds {
 		if p, ok := parsers[name]; ok {
-			out = append(out, Source{Parser: p, Location: name, FS: sample.FS()})
+			asOf, _ := sample.Date(name)
+			out = append(out, Source{Parser: p, Location: name, FS: sample.FS(), Label: sample.Label + name, AsOf: asOf})
 		}
 	}
 	return out

@@ -25,6 +25,7 @@ import (
 	"github.com/patchline/patchline/internal/errs"
 	"github.com/patchline/patchline/internal/httpx"
 	"github.com/patchline/patchline/internal/ratelimit"
+	"github.com/patchline/patchline/internal/sources"
 )
 
 // BasePath is the path of the API on its listener.
@@ -49,9 +50,12 @@ type Config struct {
 	// Registry receives the metrics of the service and is served at
 	// /metrics; nil means a registry of its own.
 	Registry *prometheus.Registry
-	// Status, when set, serves GET /api/v1/status: the freshness of the
+	// Status, when set, serves GET /api/v1/status: the sync status of the
 	// catalog's sources.
 	Status http.Handler
+	// Sources, when set, serves GET /api/v1/sources and the pages of the
+	// sources, and gives the front page its counts and source table.
+	Sources *sources.Reporter
 	// MaxStreams bounds the bulk and modification streams served at
 	// once; beyond it a stream request gets 503 with Retry-After. Each
 	// stream holds a catalog read connection for as long as its client
@@ -75,6 +79,7 @@ type Server struct {
 	gather  prometheus.Gatherer
 	pages   *pages
 	status  http.Handler
+	sources *sources.Reporter
 	mux     *http.ServeMux
 	// handler is mux behind the check of clean paths: a path with
 	// empty, "." or ".." segments is a 400 rather than a redirect to
@@ -123,6 +128,7 @@ func New(c Config) (*Server, error) {
 		gather:  c.Registry,
 		pages:   p,
 		status:  c.Status,
+		sources: c.Sources,
 		mux:     http.NewServeMux(),
 		streams: make(chan struct{}, c.MaxStreams),
 	}
@@ -152,6 +158,10 @@ func (s *Server) routes() {
 			return nil
 		})
 	}
+	if s.sources != nil {
+		api("GET "+BasePath+"/sources", s.listSources)
+		api("GET "+BasePath+"/sources/{name}", s.getSource)
+	}
 	api(BasePath+"/", s.notFound)
 	s.mux.Handle("OPTIONS "+BasePath+"/", s.instrument("OPTIONS "+BasePath+"/", s.cors(http.HandlerFunc(preflight))))
 
@@ -160,6 +170,9 @@ func (s *Server) routes() {
 	}
 	page("GET /{$}", s.searchPage)
 	page("GET /cve/{id}", s.recordPage)
+	if s.sources != nil {
+		page("GET /sources/{name}", s.sourcePage)
+	}
 	page("/", s.notFoundPage)
 
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

@@ -36,6 +36,7 @@ func TestOpenAPIDocument(t *testing.T) {
 	want := []string{
 		"GET /cve/{id}", "GET /cve/{id}/osv", "GET /cve", "POST /cve/batch",
 		"GET /cve/bulk.jsonl", "GET /cve/modified.csv", "GET /openapi.json", "GET /status",
+		"GET /sources", "GET /sources/{name}",
 	}
 	var got []string
 	for path, item := range doc.Paths.Map() {

@@ -20,6 +20,7 @@ var templateFiles embed.FS
 // pages are the templates of the human pages.
 type pages struct {
 	search, record, error *template.Template
+	source                *template.Template
 }
 
 func newPages() (*pages, error) {
@@ -31,8 +32,12 @@ func newPages() (*pages, error) {
 			return *s
 		},
 	}
-	parse := func(name string) (*template.Template, error) {
-		t, err := template.New("layout").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/"+name)
+	parse := func(name string, more ...string) (*template.Template, error) {
+		files := []string{"templates/layout.html", "templates/" + name}
+		for _, m := range more {
+			files = append(files, "templates/"+m)
+		}
+		t, err := template.New("layout").Funcs(funcs).ParseFS(templateFiles, files...)
 		if err != nil {
 			return nil, fmt.Errorf("parse page %s: %w", name, err)
 		}
@@ -40,13 +45,16 @@ func newPages() (*pages, error) {
 	}
 	var p pages
 	var err error
-	if p.search, err = parse("search.html"); err != nil {
+	if p.search, err = parse("search.html", "front.html"); err != nil {
 		return nil, err
 	}
 	if p.record, err = parse("record.html"); err != nil {
 		return nil, err
 	}
 	if p.error, err = parse("error.html"); err != nil {
+		return nil, err
+	}
+	if p.source, err = parse("source.html", "front.html"); err != nil {
 		return nil, err
 	}
 	return &p, nil
@@ -173,6 +181,7 @@ func (s *Server) searchPage(w http.ResponseWriter, r *http.Request) error {
 		Searched             bool
 		Rows                 []cve.Summary
 		Next, Error, APIBase string
+		Front                *frontView
 	}{
 		Form:     searchForm{Q: v.Get("q"), EPSSMin: v.Get("epss_min"), Year: v.Get("year")},
 		Searched: len(v) > 0,
@@ -202,6 +211,11 @@ func (s *Server) searchPage(w http.ResponseWriter, r *http.Request) error {
 		{Value: "asc", Label: "ascending", Checked: v.Get("dir") == "asc"},
 	}
 	status := http.StatusOK
+	if !data.Searched {
+		if data.Front, err = s.front(r); err != nil {
+			return err
+		}
+	}
 	if data.Searched {
 		q, err := parseListQuery(v)
 		if err == nil {

@@ -556,8 +556,14 @@ func (s *Syncer) run(ctx context.Context, j *job, res *Result) error {
 	if len(j.inputs) == 0 {
 		return nil
 	}
+	for i := range j.inputs {
+		// The data is as of this sync: the records it changes carry its
+		// start, which becomes the source's last success.
+		j.inputs[i].AsOf = res.Started
+		j.inputs[i].Label = catalog.SyncLabel + j.src.URL
+	}
 	s.ingestMu.Lock()
-	r, err := ingest.Run(ctx, s.cfg.Store, j.inputs, ingest.Options{Client: s.cfg.Client})
+	r, err := ingest.Run(ctx, s.cfg.Store, j.inputs, ingest.Options{Client: s.cfg.Client, Now: s.cfg.Now})
 	s.ingestMu.Unlock()
 	res.Ingest = &r
 	if err != nil {

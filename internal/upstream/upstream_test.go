@@ -146,6 +146,10 @@ func catalogRecords(tb testing.TB, c cve.Catalog) map[string]map[string]any {
 			tb.Fatal(err)
 		}
 		delete(m, "modifiedAt")
+		// So is the syncedAt of each source.
+		for _, ds := range m["dataSources"].([]any) {
+			delete(ds.(map[string]any), "syncedAt")
+		}
 		out[id] = m
 	}
 	return out
@@ -186,6 +190,7 @@ func TestSyncMatchesFullIngest(t *testing.T) {
 		}
 	}
 	checkStage2(t, f)
+	checkSyncedAt(t, db, time.Date(2026, 11, 20, 2, 30, 0, 0, time.UTC), time.Date(2026, 11, 20, 3, 30, 0, 0, time.UTC))
 
 	ref := referenceIngest(t, f, []string{"cvelist", "nvd", "kev", "epss1", "epss2", "osv", "debian1", "debian2", "msrc", "eol"})
 	want := catalogRecords(t, ref)
@@ -587,4 +592,46 @@ func TestConditionalLastModified(t *testing.T) {
 	if want := []string{"", modified.Format(http.TimeFormat)}; !slices.Equal(got, want) {
 		t.Errorf("If-Modified-Since sent: %q, want %q", got, want)
 	}
+}
+
+// checkSyncedAt checks that every data source of every record carries the
+// start of the sync that fetched its data: the first or the second, and
+// the first for kev, which did not change since.
+func checkSyncedAt(t *testing.T, c cve.Catalog, first, second time.Time) {
+	t.Helper()
+	seen := map[string]int{}
+	for id, rec := range catalogRecordsWithTimes(t, c) {
+		for _, ds := range rec.DataSources {
+			switch {
+			case ds.SyncedAt == nil:
+				t.Fatalf("%s: %s has no syncedAt", id, ds.Name)
+			case ds.SyncedAt.Equal(first):
+				seen["first"]++
+			case ds.SyncedAt.Equal(second):
+				seen["second"]++
+				if ds.Name == "kev" {
+					t.Errorf("%s: kev syncedAt %v, the second sync, which did not change kev", id, ds.SyncedAt)
+				}
+			default:
+				t.Fatalf("%s: %s syncedAt %v, the start of neither sync", id, ds.Name, ds.SyncedAt)
+			}
+		}
+	}
+	if seen["first"] == 0 || seen["second"] == 0 {
+		t.Errorf("data sources by sync: %v, want some of each", seen)
+	}
+}
+
+func catalogRecordsWithTimes(tb testing.TB, c cve.Catalog) map[string]*cve.Record {
+	tb.Helper()
+	ctx := context.Background()
+	out := map[string]*cve.Record{}
+	if err := c.Walk(ctx, "", func(s cve.Summary) error {
+		rec, err := c.Record(ctx, s.CVEID)
+		out[s.CVEID] = rec
+		return err
+	}); err != nil {
+		tb.Fatal(err)
+	}
+	return out
 }

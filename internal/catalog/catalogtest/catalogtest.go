@@ -58,6 +58,7 @@ func Run(t *testing.T, open Open) {
 		{"ListOddPositions", testListOddPositions},
 		{"SyncStates", testSyncStates},
 		{"SyncLease", testSyncLease},
+		{"SourceCatalog", testSourceCatalog},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open) })
