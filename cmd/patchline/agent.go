@@ -14,12 +14,13 @@ import (
 	"time"
 
 	"github.com/patchline/patchline/internal/agent"
+	"github.com/patchline/patchline/internal/agentproto"
 	"github.com/patchline/patchline/internal/device"
 )
 
 func init() {
 	commands["agent"] = command{
-		usage: "[install|uninstall] --server URL --enroll-secret SECRET [--state DIR] [--allow ACTION,...] [--ca-file FILE] [--pin-sha256 PIN] [--insecure-http] [--interval DURATION] [--log-files PATH,...] [--log-file FILE]",
+		usage: "[install|uninstall] --server URL --enroll-secret SECRET [--state DIR] [--allow ACTION,...] [--ca-file FILE] [--pin-sha256 PIN] [--insecure-http] [--interval DURATION] [--wait DURATION] [--log-files PATH,...] [--log-file FILE]",
 		run:   runAgent,
 	}
 }
@@ -31,6 +32,7 @@ type AgentConfig struct {
 	StateDir     string
 	Allow        string        // comma-separated destructive actions
 	Interval     time.Duration // 0: the server's
+	Wait         time.Duration // of each long poll; 0: none
 	LogFiles     string        // comma-separated; empty: the system's usual logs
 	LogLevel     string
 	// LogFile, when set, receives the agent's log instead of standard
@@ -121,6 +123,9 @@ func (c *AgentConfig) Validate() error {
 	if c.Interval < 0 {
 		return fmt.Errorf("--interval %v: must not be negative", c.Interval)
 	}
+	if err := checkWait(c.Wait); err != nil {
+		return err
+	}
 	if c.LogFile != "" && !filepath.IsAbs(c.LogFile) {
 		return fmt.Errorf("--log-file %q: want an absolute path", c.LogFile)
 	}
@@ -150,6 +155,7 @@ func runAgent(ctx context.Context, env *Env, args []string) error {
 	fs.StringVar(&c.StateDir, "state", defaultStateDir(env), "state directory: credential, undelivered results, applied policies (kept 0700/0600)")
 	fs.StringVar(&c.Allow, "allow", "", "destructive actions this endpoint runs: install-updates, reboot, finish-feature-upgrade (default none)")
 	fs.DurationVar(&c.Interval, "interval", 0, "check-in interval (default: the server's, 60s)")
+	fs.DurationVar(&c.Wait, "wait", agentproto.DefaultWaitSeconds*time.Second, "how long each long poll for commands may be held; 0 holds none (commands then wait for the next check-in)")
 	fs.StringVar(&c.LogFiles, "log-files", "", "comma-separated log files of a collect-logs bundle (default: the usual system logs)")
 	fs.StringVar(&c.CAFile, "ca-file", "", "PEM file of the CA that signed the server's certificate (default: the system's roots)")
 	fs.StringVar(&c.PinSHA256, "pin-sha256", "", "pin the server's public key: base64 SHA-256 of its SubjectPublicKeyInfo, as serve logs it (kept in the state and checked on every connection)")
@@ -206,6 +212,7 @@ func (c *AgentConfig) run(ctx context.Context, env *Env) error {
 		Endpoint:     agent.NewSystem(agent.SystemConfig{LogFiles: c.logFiles, AgentLog: c.LogFile, Logger: logger}),
 		Allow:        c.allow,
 		Interval:     c.Interval,
+		Wait:         agentWait(c.Wait),
 		AgentVersion: version,
 		Trust:        agent.NewTrust(c.roots),
 		Pin:          c.pin,
@@ -294,4 +301,20 @@ func uninstallAgent(env *Env, args []string) error {
 	}
 	fmt.Fprintf(env.Stdout, "removed the Patchline agent service %s\n", agent.ServiceName)
 	return nil
+}
+
+// checkWait checks the --wait of agent and sim.
+func checkWait(d time.Duration) error {
+	if d != 0 && (d < time.Second || d > agentproto.MaxWaitSeconds*time.Second) {
+		return fmt.Errorf("--wait %v: want 0 (no long poll) or from 1s to %ds", d, agentproto.MaxWaitSeconds)
+	}
+	return nil
+}
+
+// agentWait is agent.Config.Wait for a --wait: 0 holds no long poll.
+func agentWait(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

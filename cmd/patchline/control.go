@@ -26,6 +26,7 @@ import (
 	"github.com/patchline/patchline/internal/httpx"
 	"github.com/patchline/patchline/internal/ratelimit"
 	"github.com/patchline/patchline/internal/sqlitedb"
+	"github.com/patchline/patchline/internal/wakeup"
 )
 
 // openControl opens the control store and returns the handler of the
@@ -36,12 +37,29 @@ func (m *Main) openControl(ctx context.Context) (http.Handler, error) {
 		return nil, err
 	}
 	m.onClose(store.Close)
+	// Commands reach online agents through their long polls: the store
+	// rings the agents of each command it queues, on this replica's hub
+	// or, on PostgreSQL, on every replica's.
+	m.wakeup = wakeup.NewHub(0)
+	var bell wakeup.Bell = m.wakeup
+	if sqlstore.IsPostgresDSN(m.Config.ControlDB) {
+		pb, err := wakeup.NewPGBell(ctx, m.Config.ControlDB, m.wakeup, m.Logger.With("service", "control"))
+		if err != nil {
+			return nil, err
+		}
+		m.onClose(func() error { pb.Close(); return nil })
+		go pb.Run(ctx)
+		bell = pb
+	}
+	store = wakeup.Store{Store: store, Bell: bell}
 	trusted, err := ratelimit.ParseProxies(m.Config.TrustedProxies)
 	if err != nil {
 		return nil, fmt.Errorf("--trusted-proxies: %w", err)
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "patchline_agent_long_polls",
+			Help: "Agents' long polls for commands held by this replica."}, func() float64 { return float64(m.wakeup.Held()) }))
 	logger := m.Logger.With("service", "control")
 	var exp *exposure.Service
 	if m.catalog != nil {
@@ -59,6 +77,7 @@ func (m *Main) openControl(ctx context.Context) (http.Handler, error) {
 		Audit:          store,
 		EnrollSecrets:  store,
 		Exposure:       store,
+		Wakeup:         m.wakeup,
 		TrustedProxies: []netip.Prefix(trusted),
 		Metrics:        controlapi.NewMetrics(reg),
 	})

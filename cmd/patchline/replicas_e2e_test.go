@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -253,6 +254,47 @@ func TestEndToEndTwoReplicas(t *testing.T) {
 		}
 		if len(hosts) != agents || !slices.IsSorted(hosts) {
 			t.Errorf("agents paged across replicas: %v", hosts)
+		}
+	})
+
+	t.Run("a command reaches the long poll held on the other replica", func(t *testing.T) {
+		var a agentproto.EnrollResponse
+		postJSON(t, hc, replicas[0].ControlURL+"/agent/v1/enroll", "", "", agentproto.EnrollRequest{
+			EnrollSecret: secret, Capability: agentproto.CapabilityVersion, Hostname: "replica-wait",
+			OS: agentproto.OS{Platform: "windows", Name: "Windows 11 Pro", Version: "23H2", Build: "22631.4460"}, Arch: "amd64", AgentVersion: "1.0.0",
+		}, http.StatusCreated, &a)
+		type answer struct {
+			resp agentproto.WaitResponse
+			at   time.Time
+		}
+		answered := make(chan answer, 1)
+		go func() {
+			var resp agentproto.WaitResponse
+			postJSON(t, &http.Client{Timeout: 2 * time.Minute}, replicas[0].ControlURL+agentproto.PathWait, "", a.Credential,
+				agentproto.WaitRequest{TimeoutSeconds: 90}, http.StatusOK, &resp)
+			answered <- answer{resp, time.Now()}
+		}()
+		// Once replica 0 holds the long poll, the command is queued on
+		// replica 1.
+		waitFor(t, "the long poll held by replica 0", 30*time.Second, func() bool {
+			resp, err := hc.Get(replicas[0].ControlURL + "/metrics")
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return strings.Contains(string(b), "\npatchline_agent_long_polls 1\n")
+		})
+		queuedAt := time.Now()
+		postJSON(t, hc, replicas[1].ControlURL+"/api/agents/"+a.AgentID+"/collect-logs", key, "", nil, http.StatusAccepted, nil)
+		select {
+		case got := <-answered:
+			if !got.resp.Commands {
+				t.Fatalf("the long poll answered %+v, want commands", got.resp)
+			}
+			t.Logf("queued on replica 1, answered on replica 0 after %v", got.at.Sub(queuedAt).Round(time.Millisecond))
+		case <-time.After(60 * time.Second):
+			t.Fatal("the long poll on replica 0 did not hear of the command queued on replica 1")
 		}
 	})
 

@@ -20,6 +20,7 @@ import (
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/lookupapi"
 	"github.com/patchline/patchline/internal/upstream"
+	"github.com/patchline/patchline/internal/wakeup"
 )
 
 func init() {
@@ -196,6 +197,9 @@ type Main struct {
 	// service reads for endpoint exposure.
 	catalog cve.Catalog
 
+	// wakeup holds the agents' long polls of the control listener.
+	wakeup *wakeup.Hub
+
 	closers []func() error
 }
 
@@ -251,6 +255,10 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.Logger.Info("shutting down")
+	if m.wakeup != nil {
+		// Held long polls end at once rather than hold the shutdown.
+		m.wakeup.Close()
+	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for _, s := range servers {

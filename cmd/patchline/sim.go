@@ -10,13 +10,14 @@ import (
 	"time"
 
 	"github.com/patchline/patchline/internal/agent"
+	"github.com/patchline/patchline/internal/agentproto"
 	"github.com/patchline/patchline/internal/device"
 	"github.com/patchline/patchline/internal/sim"
 )
 
 func init() {
 	commands["sim"] = command{
-		usage: "--server URL --enroll-secret SECRET --agents N [--interval DURATION] [--time-scale F] [--failure-rate P] [--seed N] [--allow ACTION,...] [--ca-file FILE] [--pin-sha256 PIN] [--insecure-http]",
+		usage: "--server URL --enroll-secret SECRET --agents N [--interval DURATION] [--wait DURATION] [--time-scale F] [--failure-rate P] [--seed N] [--allow ACTION,...] [--ca-file FILE] [--pin-sha256 PIN] [--insecure-http]",
 		run:   runSim,
 	}
 }
@@ -30,6 +31,7 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 	fs.StringVar(&c.EnrollSecret, "enroll-secret", "", "enrollment secret (ples_…)")
 	fs.IntVar(&c.Agents, "agents", 10, "number of simulated endpoints")
 	fs.DurationVar(&c.Interval, "interval", 0, "check-in interval (default: the server's, 60s)")
+	fs.DurationVar(&c.Wait, "wait", agentproto.DefaultWaitSeconds*time.Second, "how long each endpoint's long poll for commands may be held; 0 holds none")
 	fs.Float64Var(&c.TimeScale, "time-scale", 1, "multiplies the durations of commands and restarts (0.01: a hundred times faster)")
 	fs.Float64Var(&c.FailureRate, "failure-rate", 0.05, "probability that an update or a feature upgrade fails")
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed of the fleet: the same seed gives the same endpoints")
@@ -44,6 +46,10 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 	if fs.NArg() > 0 {
 		return errUsage
 	}
+	if err := checkWait(c.Wait); err != nil {
+		return err
+	}
+	c.Wait = agentWait(c.Wait)
 	if err := agent.CheckServerURL(c.Server, insecureHTTP); err != nil {
 		return err
 	}

@@ -57,7 +57,12 @@ type Config struct {
 	Allow []device.CommandType
 	// Interval overrides the check-in interval the server asks for; zero
 	// keeps the server's.
-	Interval     time.Duration
+	Interval time.Duration
+	// Wait is how long each long poll asks the server to hold it
+	// (POST /agent/v1/wait), so that a queued command reaches the agent
+	// in about a second rather than at its next check-in. Zero means
+	// agentproto.DefaultWaitSeconds; a negative Wait holds no long poll.
+	Wait         time.Duration
 	AgentVersion string
 	// Trust verifies the server's certificate; nil means the system's
 	// roots. It is used when HTTP is nil.
@@ -116,11 +121,18 @@ type Agent struct {
 	serverCap int           // the server's capability, 0 until it answered
 	removed   chan struct{} // closed once a remove command succeeded
 	remove    sync.Once
+	// wake carries, from the long poll to Run, the news that commands
+	// are queued: Run checks in at once and then closes the channel it
+	// received, after which the long poll asks again.
+	wake chan chan struct{}
+	// lastSnap is the snapshot of the last check-in, which a check-in
+	// woken by the long poll sends again rather than take a new one.
+	lastSnap *Snapshot
 }
 
 // New returns an agent for c, which must be valid.
 func New(c Config) *Agent {
-	a := &Agent{cfg: c, log: c.Logger, now: c.Now, interval: DefaultInterval, removed: make(chan struct{})}
+	a := &Agent{cfg: c, log: c.Logger, now: c.Now, interval: DefaultInterval, removed: make(chan struct{}), wake: make(chan chan struct{})}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
@@ -246,6 +258,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer cancel()
 
 	bo := a.backoff()
+	var woke chan struct{} // the long poll's news that commands wait
+	waiting := false
 	for {
 		if err := a.ensureEnrolled(ctx, bo); err != nil {
 			if ctx.Err() != nil {
@@ -253,7 +267,19 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 			return err
 		}
-		err := a.cycle(ctx, work)
+		if !waiting && a.cfg.Wait >= 0 {
+			waiting = true
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				a.waitLoop(ctx)
+			}()
+		}
+		err := a.cycle(ctx, work, woke != nil)
+		if woke != nil {
+			close(woke)
+			woke = nil
+		}
 		select {
 		case <-a.removed:
 			return a.finishRemoval(ctx)
@@ -293,7 +319,52 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		case <-a.removed:
 			return a.finishRemoval(ctx)
+		case woke = <-a.wake:
 		case <-time.After(Jitter(a.checkInterval(), a.cfg.Rand)):
+		}
+	}
+}
+
+// waitLoop holds the long poll until ctx is done: when the server says
+// that commands are queued it hands Run the news and waits until Run has
+// checked in. A server that does not know the long poll (404) ends it;
+// failures back off like check-ins, up to a minute.
+func (a *Agent) waitLoop(ctx context.Context) {
+	d := a.cfg.Wait
+	if d == 0 {
+		d = agentproto.DefaultWaitSeconds * time.Second
+	}
+	bo := &Backoff{Base: time.Second, Max: time.Minute, Rand: a.cfg.Rand}
+	for {
+		commands, err := a.client.Wait(ctx, d)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil:
+			bo.Reset()
+			if !commands {
+				continue
+			}
+			done := make(chan struct{})
+			select {
+			case a.wake <- done:
+			case <-ctx.Done():
+				return
+			}
+			select {
+			case <-done:
+			case <-ctx.Done():
+				return
+			}
+		case StatusOf(err) == http.StatusNotFound:
+			a.log.Info("the server holds no long polls: commands arrive at check-ins", "err", err)
+			return
+		default:
+			retry := bo.Next()
+			a.log.Debug("long poll failed, backing off", "err", err, "retry_in", retry.Round(time.Millisecond))
+			if !sleep(ctx, retry) {
+				return
+			}
 		}
 	}
 }
@@ -388,17 +459,24 @@ func (a *Agent) enroll(ctx context.Context) error {
 }
 
 // cycle delivers pending results, checks in and hands the commands it
-// gets to the worker.
-func (a *Agent) cycle(ctx context.Context, work chan<- Command) error {
+// gets to the worker. A check-in woken by the long poll sends the last
+// snapshot again, if there is one, so that the commands start without
+// waiting for an inventory.
+func (a *Agent) cycle(ctx context.Context, work chan<- Command, woken bool) error {
 	if err := a.flush(ctx); err != nil {
 		return err
 	}
-	snap, err := a.cfg.Endpoint.Snapshot(ctx)
-	if errors.Is(err, ErrUnavailable) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("snapshot: %w", err)
+	snap := a.lastSnap
+	if !woken || snap == nil {
+		var err error
+		snap, err = a.cfg.Endpoint.Snapshot(ctx)
+		if errors.Is(err, ErrUnavailable) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("snapshot: %w", err)
+		}
+		a.lastSnap = snap
 	}
 	resp, err := a.checkIn(ctx, snap)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/patchline/patchline/internal/control/sqlstore"
 	"github.com/patchline/patchline/internal/controlapi"
 	"github.com/patchline/patchline/internal/device"
+	"github.com/patchline/patchline/internal/wakeup"
 )
 
 // fakeEndpoint is an Endpoint whose snapshot the test sets and whose
@@ -71,6 +72,7 @@ func (f *fakeEndpoint) executed() []device.CommandType {
 type testServer struct {
 	t        *testing.T
 	store    *sqlstore.Store
+	commands device.CommandStore // the store, or what rings its agents
 	url      string
 	secret   string
 	down     atomic.Bool
@@ -79,6 +81,13 @@ type testServer struct {
 }
 
 func newTestServer(t *testing.T) *testServer {
+	t.Helper()
+	return newTestServerWith(t, nil)
+}
+
+// newTestServerWith is newTestServer whose control service holds long
+// polls on hub, rung by its command store, when hub is not nil.
+func newTestServerWith(t *testing.T, hub *wakeup.Hub) *testServer {
 	t.Helper()
 	ctx := context.Background()
 	store, err := sqlstore.OpenSQLite(ctx, filepath.Join(t.TempDir(), "control.db"))
@@ -92,10 +101,16 @@ func newTestServer(t *testing.T) *testServer {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	api := controlapi.New(controlapi.Config{
+	cfg := controlapi.Config{
 		Agents: store, Commands: store, Rings: store, Rollouts: store, Policies: store,
 		Keys: store, Audit: store, EnrollSecrets: store,
-	})
+	}
+	ts.commands = store
+	if hub != nil {
+		ringing := wakeup.Store{Store: store, Bell: hub}
+		cfg.Commands, cfg.Wakeup, ts.commands = ringing, hub, ringing
+	}
+	api := controlapi.New(cfg)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if ts.down.Load() {
 			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
@@ -145,7 +160,7 @@ func (ts *testServer) queue(agentID string, t device.CommandType, params any) st
 		raw, _ = json.Marshal(params)
 	}
 	c := device.NewCommand(agentID, t, raw, "test", time.Now())
-	if _, err := ts.store.CreateCommands(context.Background(), []*device.Command{c}, false); err != nil {
+	if _, err := ts.commands.CreateCommands(context.Background(), []*device.Command{c}, false); err != nil {
 		ts.t.Fatal(err)
 	}
 	return c.ID

@@ -129,6 +129,19 @@ func (c *Client) CheckIn(ctx context.Context, req *agentproto.CheckInRequest) (*
 	return &resp, nil
 }
 
+// Wait holds a long poll until the server has commands for the agent
+// (true) or timeout passes (false). A server older than the long poll
+// answers 404.
+func (c *Client) Wait(ctx context.Context, timeout time.Duration) (bool, error) {
+	secs := max(1, int(timeout/time.Second))
+	var resp agentproto.WaitResponse
+	// The request may take the whole timeout, and then the answer its
+	// usual time.
+	err := c.doWithin(ctx, timeout+c.requestTimeout(), "wait", http.MethodPost, agentproto.PathWait,
+		&agentproto.WaitRequest{TimeoutSeconds: secs}, &resp, true)
+	return resp.Commands, err
+}
+
 // Report reports the state of a command.
 func (c *Client) Report(ctx context.Context, commandID string, r *agentproto.Report) error {
 	path := strings.Replace(agentproto.PathReport, "{id}", url.PathEscape(commandID), 1)
@@ -153,13 +166,20 @@ func (c *Client) UploadLogBundle(ctx context.Context, commandID, contentType str
 }
 
 func (c *Client) do(ctx context.Context, op, method, path string, body, out any, auth bool) error {
+	return c.doWithin(ctx, c.requestTimeout(), op, method, path, body, out, auth)
+}
+
+func (c *Client) requestTimeout() time.Duration {
+	if c.RequestTimeout <= 0 {
+		return DefaultRequestTimeout
+	}
+	return c.RequestTimeout
+}
+
+func (c *Client) doWithin(ctx context.Context, timeout time.Duration, op, method, path string, body, out any, auth bool) error {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
-	}
-	timeout := c.RequestTimeout
-	if timeout <= 0 {
-		timeout = DefaultRequestTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

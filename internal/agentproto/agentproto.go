@@ -33,7 +33,11 @@ import (
 //	   Windows and macOS agents. An older server leaves them out of the
 //	   inventory it holds, so deltas to it fall back to full
 //	   inventories.
-const CapabilityVersion = 3
+//	4: 2026-11-25: POST /agent/v1/wait, the long poll that a server
+//	   answers as soon as a command is queued for the agent, which then
+//	   checks in at once. An older server answers it 404, and its agents
+//	   check in on their interval alone.
+const CapabilityVersion = 4
 
 // MinCapabilityVersion is the oldest protocol version a server accepts.
 // Newer agents than the server are welcome: they speak the server's
@@ -64,6 +68,7 @@ const (
 	PathCheckIn   = "/agent/v1/checkin"
 	PathReport    = "/agent/v1/commands/{id}/report"     // POST a Report
 	PathLogBundle = "/agent/v1/commands/{id}/log-bundle" // PUT the bundle's bytes
+	PathWait      = "/agent/v1/wait"                     // POST a WaitRequest
 )
 
 // MaxLogBundleBytes bounds an uploaded log bundle.
@@ -72,6 +77,28 @@ const MaxLogBundleBytes = 32 << 20
 // MaxRequestBytes bounds the JSON body of every other request, inventory
 // included.
 const MaxRequestBytes = 4 << 20
+
+// WaitRequest asks the server to answer when a command is queued for the
+// agent, or after TimeoutSeconds.
+type WaitRequest struct {
+	// TimeoutSeconds is how long the server may hold the request: from 1
+	// to MaxWaitSeconds. Zero means DefaultWaitSeconds.
+	TimeoutSeconds int `json:"timeoutSeconds"`
+}
+
+// Bounds of WaitRequest.TimeoutSeconds. The default stays under the 60
+// seconds after which common reverse proxies cut a quiet request.
+const (
+	DefaultWaitSeconds = 50
+	MaxWaitSeconds     = 300
+)
+
+// WaitResponse answers a wait: Commands is true when commands are queued
+// for the agent (it checks in to take them), false when the time ran
+// out.
+type WaitResponse struct {
+	Commands bool `json:"commands"`
+}
 
 // EnrollRequest asks to enroll an endpoint.
 type EnrollRequest struct {

@@ -403,3 +403,58 @@ func (s *Server) uploadLogBundle(w http.ResponseWriter, r *http.Request) error {
 	}
 	return httpx.WriteJSON(w, http.StatusCreated, agentproto.LogBundleResponse{CommandID: b.CommandID, Size: b.Size, SHA256: hex.EncodeToString(sum[:])})
 }
+
+// waitForCommands holds an agent's long poll until a command is queued
+// for it (true) or the time it asked for runs out (false). A ring of the
+// hub is a hint: the store says whether a command waits. A full hub, or
+// one that is shutting down, answers 503 with Retry-After, and the agent
+// goes on checking in on its interval.
+func (s *Server) waitForCommands(w http.ResponseWriter, r *http.Request) error {
+	var req agentproto.WaitRequest
+	if err := decodeAgentJSON(w, r, agentproto.MaxRequestBytes, &req); err != nil {
+		return err
+	}
+	if req.TimeoutSeconds == 0 {
+		req.TimeoutSeconds = agentproto.DefaultWaitSeconds
+	}
+	if req.TimeoutSeconds < 1 || req.TimeoutSeconds > agentproto.MaxWaitSeconds {
+		return errs.Invalidf("timeoutSeconds must be from 1 to %d, got %d", agentproto.MaxWaitSeconds, req.TimeoutSeconds)
+	}
+	if s.cfg.Wakeup == nil {
+		return errs.NotFoundf("this server does not hold waits: check in on the interval")
+	}
+	agentID := requestInfoFrom(r.Context()).agent.AgentID
+	hold := time.Duration(req.TimeoutSeconds) * time.Second
+	// The listener's read deadline would end the request (and cancel its
+	// context) before a long hold does.
+	http.NewResponseController(w).SetReadDeadline(time.Now().Add(hold + time.Minute))
+	timeout := time.NewTimer(hold)
+	defer timeout.Stop()
+	for {
+		rung, done, err := s.cfg.Wakeup.Wait(agentID)
+		if err != nil {
+			w.Header().Set("Retry-After", "30")
+			httpx.WriteProblem(w, http.StatusServiceUnavailable, err.Error())
+			return nil
+		}
+		queued, err := s.cfg.Commands.FindCommands(r.Context(), device.CommandFilter{
+			AgentID: agentID, States: []device.CommandState{device.Queued}, Limit: 1})
+		if err != nil || len(queued) > 0 {
+			done()
+			if err != nil {
+				return err
+			}
+			return httpx.WriteJSON(w, http.StatusOK, agentproto.WaitResponse{Commands: true})
+		}
+		select {
+		case <-rung:
+			done()
+		case <-timeout.C:
+			done()
+			return httpx.WriteJSON(w, http.StatusOK, agentproto.WaitResponse{Commands: false})
+		case <-r.Context().Done():
+			done()
+			return nil
+		}
+	}
+}

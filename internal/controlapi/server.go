@@ -25,6 +25,7 @@ import (
 	"github.com/patchline/patchline/internal/exposure"
 	"github.com/patchline/patchline/internal/httpx"
 	"github.com/patchline/patchline/internal/ratelimit"
+	"github.com/patchline/patchline/internal/wakeup"
 )
 
 // Config is what the server needs. Every store must be set; one value may
@@ -42,6 +43,11 @@ type Config struct {
 	// Exposure, when set, serves the vulnerability routes; without it
 	// they answer 404.
 	Exposure exposure.Store
+	// Wakeup, when set, holds the agents' long polls (POST
+	// /agent/v1/wait), which the Commands store rings when it queues
+	// commands (wakeup.Store); without it the route answers 404 and
+	// agents check in on their interval alone.
+	Wakeup *wakeup.Hub
 
 	// TrustedProxies are the networks whose X-Forwarded-For is believed
 	// when finding the client address.
@@ -171,6 +177,7 @@ func (s *Server) registerRoutes() {
 
 	s.handle("POST /agent/v1/enroll", Enrollment, s.enroll)
 	s.handle("POST /agent/v1/checkin", Agent, s.checkIn)
+	s.handle("POST /agent/v1/wait", Agent, s.waitForCommands)
 	s.handle("POST /agent/v1/commands/{id}/report", Agent, s.reportCommand)
 	s.handle("PUT /agent/v1/commands/{id}/log-bundle", Agent, s.uploadLogBundle)
 

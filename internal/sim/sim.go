@@ -36,6 +36,9 @@ type Config struct {
 	// Interval overrides the check-in interval the server asks for; zero
 	// keeps the server's.
 	Interval time.Duration
+	// Wait is agent.Config.Wait of every endpoint: how long each long
+	// poll for commands may be held, negative for none.
+	Wait time.Duration
 	// TimeScale multiplies the durations of commands and restarts: 1 is
 	// realistic (minutes for updates), 0.01 is a hundred times faster.
 	TimeScale float64
@@ -111,15 +114,17 @@ func New(c Config) *Fleet {
 	for i := 0; i < c.Agents; i++ {
 		if c.HTTP == nil && i%agentsPerTransport == 0 {
 			n := min(agentsPerTransport, c.Agents-i)
-			hc = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-				MaxIdleConns: n, MaxIdleConnsPerHost: n, IdleConnTimeout: 90 * time.Second,
+			// Each endpoint may hold a long poll besides its check-ins;
+			// the agent bounds every request itself.
+			hc = &http.Client{Transport: &http.Transport{
+				MaxIdleConns: 2 * n, MaxIdleConnsPerHost: 2 * n, IdleConnTimeout: 90 * time.Second,
 			}}
 		}
 		r := rand.New(rand.NewPCG(c.Seed, uint64(i)))
 		m := newMachine(r, i+1, c.TimeScale, c.FailureRate, time.Now)
 		a := agent.New(agent.Config{
 			Server: c.Server, EnrollSecret: c.EnrollSecret, State: agent.NewMemoryState(), Endpoint: m,
-			Allow: c.Allow, Interval: c.Interval, AgentVersion: c.AgentVersion, HTTP: hc,
+			Allow: c.Allow, Interval: c.Interval, Wait: c.Wait, AgentVersion: c.AgentVersion, HTTP: hc,
 			Logger: f.log.With("endpoint", m.hostname), Rand: rand.New(rand.NewPCG(c.Seed, uint64(i)+1<<32)),
 		})
 		f.machines = append(f.machines, m)
