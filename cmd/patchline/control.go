@@ -78,6 +78,7 @@ func (m *Main) openControl(ctx context.Context) (http.Handler, error) {
 		EnrollSecrets:  store,
 		Exposure:       store,
 		Wakeup:         m.wakeup,
+		Catalog:        m.catalog,
 		TrustedProxies: []netip.Prefix(trusted),
 		Metrics:        controlapi.NewMetrics(reg),
 	})
@@ -97,6 +98,7 @@ func (m *Main) openControl(ctx context.Context) (http.Handler, error) {
 		Rollouts:       store,
 		Policies:       store,
 		Exposure:       store,
+		Catalog:        m.catalog,
 		TrustedProxies: trusted,
 	})
 	if err != nil {

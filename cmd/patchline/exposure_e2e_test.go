@@ -255,8 +255,57 @@ func TestExposureEndToEnd(t *testing.T) {
 		t.Fatalf("fleet entry of %s: %+v, want %d agents", target, found, len(exposedTo[target]))
 	}
 
+	// KEV compliance: every KEV CVE that affects agents, with CISA's due
+	// date from the catalog, the agents it affects, and the same as CSV.
+	var rep exposure.KEVReport
+	status, body := c.raw("GET", "/api/compliance/kev", key, "", nil)
+	c.expect("KEV report", status, body, http.StatusOK, &rep)
+	kevAffected := map[string]int{}
+	rows := 0
+	for _, v := range fl {
+		if v.IsKEV && v.AffectedAgents > 0 {
+			kevAffected[v.CVEID] = v.AffectedAgents
+			rows += v.AffectedAgents
+		}
+	}
+	if len(kevAffected) == 0 {
+		t.Fatal("no KEV CVE affects the simulated fleet: the KEV report is not tested")
+	}
+	if rep.CVEs != len(kevAffected) || len(rep.Findings) != len(kevAffected) {
+		t.Errorf("KEV report: %d CVEs (%d findings), the fleet list has %d KEV CVEs with affected agents", rep.CVEs, len(rep.Findings), len(kevAffected))
+	}
+	for i, f := range rep.Findings {
+		rec, err := cat.Record(ctx, f.CVEID)
+		if err != nil || rec.KEV == nil {
+			t.Fatalf("%s: %v", f.CVEID, err)
+		}
+		if f.DueDate != rec.KEV.DueDate || f.Affected != kevAffected[f.CVEID] || f.DaysLeft == nil || f.Overdue != (*f.DaysLeft < 0) {
+			t.Errorf("KEV finding %+v; the catalog's due date %s, %d affected agents", f, rec.KEV.DueDate, kevAffected[f.CVEID])
+		}
+		if i > 0 && f.DueDate < rep.Findings[i-1].DueDate {
+			t.Errorf("KEV findings out of due date order: %s after %s", f.DueDate, rep.Findings[i-1].DueDate)
+		}
+	}
+	status, body = c.raw("GET", "/api/compliance/kev.csv", key, "", nil)
+	if csv := string(body); status != http.StatusOK || strings.Count(csv, "\n") != 1+rows || !strings.HasPrefix(csv, "agentId,hostname,ring,cveId,") {
+		t.Errorf("KEV CSV: %d, %d lines, want %d:\n%.300s", status, strings.Count(csv, "\n"), 1+rows, csv)
+	}
+	if len(rep.ByAgent) == 0 {
+		t.Fatal("the KEV report names no agent")
+	}
+	var one struct {
+		Overdue int                   `json:"overdueCves"`
+		Results []exposure.KEVFinding `json:"results"`
+	}
+	status, body = c.raw("GET", "/api/agents/"+rep.ByAgent[0].AgentID+"/compliance/kev", key, "", nil)
+	c.expect("an agent's KEV CVEs", status, body, http.StatusOK, &one)
+	if len(one.Results) != rep.ByAgent[0].CVEs || one.Overdue != rep.ByAgent[0].Overdue {
+		t.Errorf("%s: %d KEV CVEs (%d overdue), the report says %+v", rep.ByAgent[0].Hostname, len(one.Results), one.Overdue, rep.ByAgent[0])
+	}
+	t.Logf("KEV: %d CVEs (%d overdue) on %d agents (%d with an overdue one)", rep.CVEs, rep.Overdue, rep.Agents, rep.OverdueAgents)
+
 	// Install the fix, ring by ring.
-	status, body := c.raw("POST", "/api/rings", key, "", map[string]any{"name": "pilot", "position": 10, "rule": map[string]any{"hostname": "it-*"}})
+	status, body = c.raw("POST", "/api/rings", key, "", map[string]any{"name": "pilot", "position": 10, "rule": map[string]any{"hostname": "it-*"}})
 	c.expect("pilot ring", status, body, http.StatusCreated, nil)
 	status, body = c.raw("POST", "/api/rings", key, "", map[string]any{"name": "broad", "position": 20, "rule": map[string]any{}})
 	c.expect("broad ring", status, body, http.StatusCreated, nil)

@@ -16,6 +16,7 @@ import (
 	"github.com/patchline/patchline/internal/apikey"
 	"github.com/patchline/patchline/internal/audit"
 	"github.com/patchline/patchline/internal/errs"
+	"github.com/patchline/patchline/internal/httpx"
 )
 
 // The audit log page. The store filters by keyId and action (both
@@ -333,14 +334,6 @@ func (s *Server) auditPage(w http.ResponseWriter, r *http.Request, c *reqCtx) er
 	return s.render(w, c, http.StatusOK, "audit", page{Title: "System Audit log", Section: "audit", Data: d})
 }
 
-// csvCell defuses a value that a spreadsheet would take for a formula.
-func csvCell(s string) string {
-	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
-		return "'" + s
-	}
-	return s
-}
-
 // auditExport writes every entry that matches the filter as CSV, newest
 // first. The export is recorded before it starts.
 func (s *Server) auditExport(w http.ResponseWriter, r *http.Request, c *reqCtx) error {
@@ -377,8 +370,8 @@ func (s *Server) auditExport(w http.ResponseWriter, r *http.Request, c *reqCtx) 
 		}
 		cw.Write([]string{
 			strconv.FormatInt(e.ID, 10), e.Time.UTC().Format("2006-01-02T15:04:05.000Z"),
-			csvCell(e.Actor), csvCell(e.KeyID), e.Action, e.Method, csvCell(e.Path), status,
-			csvCell(e.ClientAddress), csvCell(string(e.Details)), hex.EncodeToString(e.Hash), hex.EncodeToString(e.PrevHash),
+			httpx.CSVCell(e.Actor), httpx.CSVCell(e.KeyID), e.Action, e.Method, httpx.CSVCell(e.Path), status,
+			httpx.CSVCell(e.ClientAddress), httpx.CSVCell(string(e.Details)), hex.EncodeToString(e.Hash), hex.EncodeToString(e.PrevHash),
 		})
 	}
 	cw.Flush()

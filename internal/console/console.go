@@ -74,6 +74,9 @@ type Config struct {
 	Policies   device.PolicyStore
 	// Exposure, when set, serves the fleet risk pages.
 	Exposure exposure.Store
+	// Catalog, with Exposure, serves the KEV due dates page: the KEV
+	// entries of the CVEs are in its records.
+	Catalog exposure.RecordReader
 
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
 	// the client, for the audit log and sign-in throttling.
@@ -231,6 +234,8 @@ func (s *Server) registerRoutes() {
 	s.handle("GET /vulnerabilities/{cveId}", Session, s.vulnerabilityPage)
 	s.handle("POST /vulnerabilities/{cveId}/install-fix", Fresh, s.installFix)
 	s.handle("GET /agents/{id}/vulnerabilities", Session, s.agentVulnerabilitiesPage)
+	s.handle("GET /kev", Session, s.kevPage)
+	s.handle("GET /kev.csv", Session, s.kevExport)
 
 	s.handle("GET /audit", Session, s.auditPage)
 	s.handle("GET /audit/export.csv", Session, s.auditExport)

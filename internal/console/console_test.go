@@ -725,14 +725,6 @@ func TestAuditPage(t *testing.T) {
 	}
 }
 
-func TestCSVCell(t *testing.T) {
-	for in, want := range map[string]string{"=1+1": "'=1+1", "+x": "'+x", "-x": "'-x", "@x": "'@x", "key:plk_x": "key:plk_x", "": ""} {
-		if got := csvCell(in); got != want {
-			t.Errorf("csvCell(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestSafeNext(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"/agents", "/agents"},

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/errs"
 	"github.com/patchline/patchline/internal/exposure"
+	"github.com/patchline/patchline/internal/httpx"
 )
 
 // fleetPageSize is the number of CVEs on a page of the fleet risk list.
@@ -175,4 +177,39 @@ func (s *Server) agentVulnerabilitiesPage(w http.ResponseWriter, r *http.Request
 	}
 	d := agentVulnerabilitiesData{AgentID: a.ID, Hostname: a.Hostname, Vulns: vulns}
 	return s.render(w, c, http.StatusOK, "agent-vulnerabilities", page{Title: "Exposure of " + a.Hostname, Section: "agents", Data: d})
+}
+
+// kevReport builds the KEV report of the fleet.
+func (s *Server) kevReport(r *http.Request, c *reqCtx) (*exposure.KEVReport, error) {
+	store, err := s.exposureStore()
+	if err != nil {
+		return nil, err
+	}
+	if s.cfg.Catalog == nil {
+		return nil, errs.NotFoundf("KEV due dates need the CVE catalog, which this server does not read.")
+	}
+	return exposure.BuildKEVReport(r.Context(), store, s.cfg.Catalog, c.now)
+}
+
+// kevPage is the KEV due dates page: the KEV CVEs present on the fleet,
+// the earliest due first, and the agents that have them.
+func (s *Server) kevPage(w http.ResponseWriter, r *http.Request, c *reqCtx) error {
+	rep, err := s.kevReport(r, c)
+	if err != nil {
+		return err
+	}
+	return s.render(w, c, http.StatusOK, "kev", page{Title: "KEV due dates", Section: "kev", Data: rep})
+}
+
+// kevExport writes the KEV report as CSV, one row per agent and CVE.
+func (s *Server) kevExport(w http.ResponseWriter, r *http.Request, c *reqCtx) error {
+	rep, err := s.kevReport(r, c)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if err := rep.WriteCSV(&buf); err != nil {
+		return err
+	}
+	return httpx.WriteCSV(w, "patchline-kev-"+rep.AsOf+".csv", buf.Bytes())
 }

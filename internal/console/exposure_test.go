@@ -98,8 +98,9 @@ type exposureEnv struct {
 func newExposureEnv(t *testing.T) *exposureEnv {
 	t.Helper()
 	e := newEnv(t)
+	cat := mustOpenExposureCatalog(t)
 	cfg := e.srv.cfg
-	cfg.Exposure = e.store
+	cfg.Exposure, cfg.Catalog = e.store, cat
 	srv, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +109,6 @@ func newExposureEnv(t *testing.T) *exposureEnv {
 	t.Cleanup(hs.Close)
 	e.srv, e.http = srv, hs
 
-	cat := mustOpenExposureCatalog(t)
 	x := &exposureEnv{env: e, svc: exposure.NewService(cat, e.store, nil), idx: exposure.NewIndex(),
 		risks: map[string]exposure.Risk{}, invs: map[string]device.Inventory{}}
 	up, err := x.idx.Refresh(context.Background(), cat)
@@ -642,11 +642,49 @@ func TestExposureUnavailable(t *testing.T) {
 	a := e.enroll("laptop-0042", device.FeatureUpgrade{State: device.FeatureUpgradeNone})
 	b := e.browser()
 	b.signIn()
-	for _, p := range []string{"/vulnerabilities", "/vulnerabilities/CVE-2024-38063", "/agents/" + a.ID + "/vulnerabilities"} {
+	for _, p := range []string{"/vulnerabilities", "/vulnerabilities/CVE-2024-38063", "/agents/" + a.ID + "/vulnerabilities", "/kev", "/kev.csv"} {
 		r := b.get(p)
 		wantStatus(t, p, r, http.StatusNotFound)
 		if !strings.Contains(r.Body, "Endpoint exposure is not available on this server.") {
 			t.Errorf("%s:\n%s", p, r.Body)
 		}
+	}
+}
+
+// TestKEVPage shows the KEV CVEs of the fleet with CISA's due dates, and
+// exports them.
+func TestKEVPage(t *testing.T) {
+	x := newExposureEnv(t)
+	x.mustAdmin()
+	const winrar = "CVE-2023-38831" // WinRAR < 6.23: CISA KEV, added 2023-08-24, due 2023-09-14
+	b := x.browser()
+	b.signIn()
+	r := b.get("/kev")
+	wantStatus(t, "KEV page before evaluation", r, http.StatusOK)
+	if !strings.Contains(r.Body, "No agent is known to be affected by a CVE of CISA’s KEV catalog.") {
+		t.Errorf("KEV page before evaluation:\n%s", r.Body)
+	}
+	winrarAt := func(v string) device.Inventory {
+		return device.Inventory{Software: []device.Software{{Name: "WinRAR", Version: v, Ecosystem: "Desktop"}}}
+	}
+	x.checkIn("=old-winrar", winrarAt("6.22"))
+	x.checkIn("new-winrar", winrarAt("6.23"))
+	x.evaluate()
+
+	r = b.get("/kev")
+	wantStatus(t, "KEV page", r, http.StatusOK)
+	for _, want := range []string{winrar, "2023-08-24", "2023-09-14", "overdue by", "=old-winrar", "winrar 6.23", `href="/kev.csv"`, `aria-current="page">KEV due dates`} {
+		if !strings.Contains(html.UnescapeString(r.Body), want) {
+			t.Errorf("KEV page lacks %q:\n%s", want, r.Body)
+		}
+	}
+	if strings.Contains(r.Body, "new-winrar") {
+		t.Error("the KEV page names an agent that has the fix")
+	}
+	r = b.get("/kev.csv")
+	wantStatus(t, "KEV CSV", r, http.StatusOK)
+	lines := strings.Split(strings.TrimSpace(r.Body), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[1], ",'=old-winrar,") || !strings.Contains(lines[1], ","+winrar+",") {
+		t.Errorf("KEV CSV:\n%s", r.Body)
 	}
 }

@@ -57,6 +57,9 @@ var templateFuncs = template.FuncMap{
 	// score is an optional score (EPSS, CVSS), which printf would show as
 	// a pointer.
 	"score": func(f *float64) float64 { return *f },
+	// days is an optional number of days (a KEV due date's days left).
+	"days": func(d *int) int { return *d },
+	"neg":  func(n int) int { return -n },
 }
 
 // formatWhen writes a time for people: minutes, UTC.

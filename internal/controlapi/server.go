@@ -48,6 +48,9 @@ type Config struct {
 	// commands (wakeup.Store); without it the route answers 404 and
 	// agents check in on their interval alone.
 	Wakeup *wakeup.Hub
+	// Catalog, with Exposure, serves the KEV compliance routes: the KEV
+	// entries (due dates) of the CVEs are in its records.
+	Catalog exposure.RecordReader
 
 	// TrustedProxies are the networks whose X-Forwarded-For is believed
 	// when finding the client address.
@@ -172,6 +175,9 @@ func (s *Server) registerRoutes() {
 	s.handle("GET /api/vulnerabilities", Key, s.listVulnerabilities)
 	s.handle("GET /api/vulnerabilities/{cveId}/agents", Key, s.listVulnerabilityAgents)
 	s.handle("POST /api/vulnerabilities/{cveId}/install-fix", Privileged, s.installFix)
+	s.handle("GET /api/compliance/kev", Key, s.kevReport)
+	s.handle("GET /api/compliance/kev.csv", Key, s.kevReportCSV)
+	s.handle("GET /api/agents/{id}/compliance/kev", Key, s.agentKEV)
 
 	s.handle("GET /api/audit-log", Privileged, s.listAudit)
 

@@ -200,3 +200,25 @@ func RejectUncleanPaths(next http.Handler, apiPrefixes ...string) http.Handler {
 // UncleanPathDetail is the message of a request refused by
 // RejectUncleanPaths.
 const UncleanPathDetail = `the path has empty, "." or ".." segments: send it without them`
+
+// CSVCell defuses a CSV value that a spreadsheet would take for a
+// formula (CWE-1236): one that starts with =, +, -, @, a tab or a
+// carriage return gets a leading apostrophe.
+func CSVCell(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
+}
+
+// WriteCSV answers 200 with body as a CSV attachment named filename,
+// never cached.
+func WriteCSV(w http.ResponseWriter, filename string, body []byte) error {
+	h := w.Header()
+	h.Set("Content-Type", "text/csv; charset=utf-8")
+	h.Set("Content-Disposition", `attachment; filename="`+filename+`"`)
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	_, err := w.Write(body)
+	return err
+}

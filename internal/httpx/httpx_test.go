@@ -77,3 +77,11 @@ func TestDecodeJSON(t *testing.T) {
 		})
 	}
 }
+
+func TestCSVCell(t *testing.T) {
+	for in, want := range map[string]string{"=1+1": "'=1+1", "+x": "'+x", "-x": "'-x", "@x": "'@x", "\tx": "'\tx", "key:plk_x": "key:plk_x", "": ""} {
+		if got := CSVCell(in); got != want {
+			t.Errorf("CSVCell(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
