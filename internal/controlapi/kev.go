@@ -22,17 +22,22 @@ func (s *Server) kevSources() (exposure.Store, exposure.RecordReader, error) {
 	return store, s.cfg.Catalog, nil
 }
 
+// buildKEVReport builds the KEV report of a request without parameters.
+func (s *Server) buildKEVReport(r *http.Request) (*exposure.KEVReport, error) {
+	store, cat, err := s.kevSources()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := parseQuery(r); err != nil {
+		return nil, err
+	}
+	return exposure.BuildKEVReport(r.Context(), store, cat, s.now())
+}
+
 // kevReport answers GET /api/compliance/kev: the KEV CVEs present on the
 // fleet with their due dates, and the agents they affect.
 func (s *Server) kevReport(w http.ResponseWriter, r *http.Request) error {
-	store, cat, err := s.kevSources()
-	if err != nil {
-		return err
-	}
-	if _, err := parseQuery(r); err != nil {
-		return err
-	}
-	rep, err := exposure.BuildKEVReport(r.Context(), store, cat, s.now())
+	rep, err := s.buildKEVReport(r)
 	if err != nil {
 		return err
 	}
@@ -42,14 +47,7 @@ func (s *Server) kevReport(w http.ResponseWriter, r *http.Request) error {
 // kevReportCSV answers GET /api/compliance/kev.csv: the same report, one
 // row per agent and KEV CVE.
 func (s *Server) kevReportCSV(w http.ResponseWriter, r *http.Request) error {
-	store, cat, err := s.kevSources()
-	if err != nil {
-		return err
-	}
-	if _, err := parseQuery(r); err != nil {
-		return err
-	}
-	rep, err := exposure.BuildKEVReport(r.Context(), store, cat, s.now())
+	rep, err := s.buildKEVReport(r)
 	if err != nil {
 		return err
 	}
