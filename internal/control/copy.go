@@ -121,6 +121,14 @@ var Tables = []*Table{
 	{Name: "cve_exposure", Order: "cve_key", Columns: cols(Int, "cve_key", "affected", "unknown")},
 	{Name: "cve_fixes", Order: "cve_key, ecosystem, product, fixed, kb, eol_from", Columns: join(
 		cols(Int, "cve_key"), cols(Text, "ecosystem", "product", "fixed", "kb", "eol_from"), cols(Int, "agents"))},
+	{Name: "alert_rules", Order: "id", Columns: join(
+		cols(Text, "id", "name", "kind"), cols(Float, "threshold"), cols(Text, "webhook_url", "secret", "created_by"), cols(Int, "created_at"))},
+	{Name: "alerts", Order: "id", Columns: join(
+		cols(Text, "id", "rule_id", "cve_id", "body"), cols(Int, "created_at"), cols(Text, "state"),
+		cols(Int, "attempts", "next_attempt", "delivered_at"))},
+	{Name: "alert_seen", Order: "rule_id, cve_key, agent_id", Columns: join(cols(Text, "rule_id"), cols(Int, "cve_key"), cols(Text, "agent_id"))},
+	{Name: "alert_deliveries", Order: "alert_id, attempt", Columns: join(
+		cols(Text, "alert_id"), cols(Int, "attempt", "at", "status"), cols(Text, "error"))},
 }
 
 // DerivedTables are the tables that a store fills from the others, which a

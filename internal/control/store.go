@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/patchline/patchline/internal/admin"
+	"github.com/patchline/patchline/internal/alert"
 	"github.com/patchline/patchline/internal/apikey"
 	"github.com/patchline/patchline/internal/audit"
 	"github.com/patchline/patchline/internal/device"
@@ -34,6 +35,7 @@ type Store interface {
 	admin.SessionStore
 	admin.TOTPStore
 	exposure.Store
+	alert.Store
 
 	// ExpireCommands moves every active command past its expiry to
 	// Expired and returns how many it moved.

@@ -82,6 +82,8 @@ func Run(t *testing.T, b Backend) {
 		{"ReplicaCheckIns", testReplicaCheckIns},
 		{"ReplicaAudit", testReplicaAudit},
 		{"Copy", testCopy},
+		{"Alerts", testAlerts},
+		{"ReplicaAlerts", testReplicaAlerts},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, &b) })
