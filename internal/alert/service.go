@@ -107,6 +107,20 @@ func (s *Service) Evaluate(ctx context.Context) ([]*Alert, error) {
 	next := make(map[string]signature, len(vulns))
 	var candidates []Candidate
 	agents := map[string][]Agent{} // by CVE, read once per evaluation
+	dues := map[string]string{}    // KEV due dates by CVE, likewise
+	dueOf := func(v exposure.FleetVulnerability) string {
+		if !v.KEV || s.Catalog == nil {
+			return ""
+		}
+		due, ok := dues[v.CVEID]
+		if !ok {
+			if rec, err := s.Catalog.Record(ctx, v.CVEID); err == nil && rec.KEV != nil {
+				due = rec.KEV.DueDate
+			}
+			dues[v.CVEID] = due
+		}
+		return due
+	}
 	for _, v := range vulns {
 		sig := sigOf(v)
 		next[v.CVEID] = sig
@@ -114,11 +128,7 @@ func (s *Service) Evaluate(ctx context.Context) ([]*Alert, error) {
 			continue
 		}
 		for _, r := range rules {
-			due, ok, err := s.meets(ctx, r, v, now)
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
+			if !meets(r, v, dueOf, now) {
 				continue
 			}
 			list, read := agents[v.CVEID]
@@ -133,7 +143,7 @@ func (s *Service) Evaluate(ctx context.Context) ([]*Alert, error) {
 				agents[v.CVEID] = list
 			}
 			if len(list) > 0 {
-				candidates = append(candidates, Candidate{Rule: r, CVE: v, Due: due, Agents: list})
+				candidates = append(candidates, Candidate{Rule: r, CVE: v, Due: dueOf(v), Agents: list})
 			}
 		}
 	}
@@ -153,31 +163,21 @@ func (s *Service) Evaluate(ctx context.Context) ([]*Alert, error) {
 	return created, nil
 }
 
-// meets reports whether CVE v meets rule r, and returns its KEV due date
-// for a kev-due rule.
-func (s *Service) meets(ctx context.Context, r *Rule, v exposure.FleetVulnerability, now time.Time) (string, bool, error) {
+// meets reports whether CVE v meets rule r; dueOf gives the KEV due date
+// of a CVE ("" when none).
+func meets(r *Rule, v exposure.FleetVulnerability, dueOf func(exposure.FleetVulnerability) string, now time.Time) bool {
 	switch r.Kind {
 	case KEV:
-		return "", v.KEV, nil
+		return v.KEV
 	case EPSS:
-		return "", v.EPSS != nil && *v.EPSS >= r.Threshold, nil
+		return v.EPSS != nil && *v.EPSS >= r.Threshold
 	case CVSS:
-		return "", v.CVSS != nil && *v.CVSS >= r.Threshold, nil
+		return v.CVSS != nil && *v.CVSS >= r.Threshold
 	case KEVDue:
-		if !v.KEV || s.Catalog == nil {
-			return "", false, nil
-		}
-		rec, err := s.Catalog.Record(ctx, v.CVEID)
-		if err != nil || rec.KEV == nil || rec.KEV.DueDate == "" {
-			return "", false, nil // not in the catalog's KEV any more
-		}
-		due, err := time.Parse(time.DateOnly, rec.KEV.DueDate)
-		if err != nil {
-			return "", false, nil
-		}
-		return rec.KEV.DueDate, !due.After(now.UTC().AddDate(0, 0, int(r.Threshold))), nil
+		due, err := time.Parse(time.DateOnly, dueOf(v))
+		return err == nil && !due.After(now.UTC().AddDate(0, 0, int(r.Threshold)))
 	}
-	return "", false, nil
+	return false
 }
 
 // newAlert returns the alert of a candidate naming agents.

@@ -26,7 +26,7 @@ type Service struct {
 	Batch int
 
 	mu          sync.Mutex
-	lastCatalog time.Time
+	lastCatalog cve.Stats
 	ready       bool
 }
 
@@ -89,7 +89,7 @@ func (s *Service) isReady() bool {
 }
 
 // RefreshCatalog refreshes the index when the catalog changed since the
-// last refresh (its Stats().Updated moved, or at the first call), stores
+// last refresh (its Stats moved, or at the first call), stores
 // the risks that changed and queues the agents that hold a changed
 // product.
 func (s *Service) RefreshCatalog(ctx context.Context) error {
@@ -98,7 +98,10 @@ func (s *Service) RefreshCatalog(ctx context.Context) error {
 		return fmt.Errorf("exposure: catalog stats: %w", err)
 	}
 	s.mu.Lock()
-	same := s.ready && st.Updated.Equal(s.lastCatalog)
+	// Updated has whole seconds: two ingests within one second differ in
+	// their counts.
+	same := s.ready && st.Updated.Equal(s.lastCatalog.Updated) && st.Records == s.lastCatalog.Records &&
+		st.Facts == s.lastCatalog.Facts && st.Rejected == s.lastCatalog.Rejected
 	s.mu.Unlock()
 	if same {
 		return nil
@@ -116,7 +119,7 @@ func (s *Service) RefreshCatalog(ctx context.Context) error {
 		return fmt.Errorf("exposure: queue agents: %w", err)
 	}
 	s.mu.Lock()
-	s.lastCatalog, s.ready = st.Updated, true
+	s.lastCatalog, s.ready = st, true
 	s.mu.Unlock()
 	s.Logger.Info("exposure index refreshed", "cves", s.Index.Len(), "recordsRead", up.Records,
 		"changedProducts", len(up.Keys), "agentsQueued", queued, "seconds", time.Since(start).Seconds())
