@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/patchline/patchline/internal/alert"
 	"github.com/patchline/patchline/internal/audit"
 	"github.com/patchline/patchline/internal/console"
 	"github.com/patchline/patchline/internal/control"
@@ -66,6 +67,7 @@ func (m *Main) openControl(ctx context.Context) (http.Handler, error) {
 		exp = exposure.NewService(m.catalog, store, logger.With("component", "exposure"))
 		go exp.Run(ctx)
 	}
+	go alert.NewService(store, store, m.catalog, logger.With("component", "alerts")).Run(ctx)
 	api := controlapi.New(controlapi.Config{
 		Logger:         logger,
 		Agents:         store,
@@ -79,6 +81,7 @@ func (m *Main) openControl(ctx context.Context) (http.Handler, error) {
 		Exposure:       store,
 		Wakeup:         m.wakeup,
 		Catalog:        m.catalog,
+		Alerts:         store,
 		TrustedProxies: []netip.Prefix(trusted),
 		Metrics:        controlapi.NewMetrics(reg),
 	})
@@ -99,6 +102,7 @@ func (m *Main) openControl(ctx context.Context) (http.Handler, error) {
 		Policies:       store,
 		Exposure:       store,
 		Catalog:        m.catalog,
+		Alerts:         store,
 		TrustedProxies: trusted,
 	})
 	if err != nil {

@@ -45,6 +45,8 @@ var Events = []EventType{
 	{"enroll_secret.revoked", "an enrollment secret was revoked", func() Event { return new(EnrollSecretRevoked) }},
 	{"log_bundle.downloaded", "an administrator downloaded the log bundle of a collect-logs command from the console", func() Event { return new(LogBundleDownloaded) }},
 	{"audit.exported", "an administrator exported the System Audit log as CSV", func() Event { return new(AuditExported) }},
+	{"alert_rule.created", "an alert rule was created, with the webhook it tells", func() Event { return new(AlertRuleCreated) }},
+	{"alert_rule.deleted", "an alert rule was deleted", func() Event { return new(AlertRuleDeleted) }},
 }
 
 // LookupEvent returns the type of event with the given action name.
@@ -309,3 +311,23 @@ type AuditExported struct {
 
 // Action implements Event.
 func (AuditExported) Action() string { return "audit.exported" }
+
+// AlertRuleCreated records a new alert rule.
+type AlertRuleCreated struct {
+	RuleID     string  `json:"ruleId"`
+	Name       string  `json:"name"`
+	Kind       string  `json:"kind"`
+	Threshold  float64 `json:"threshold"`
+	WebhookURL string  `json:"webhookUrl"`
+}
+
+// Action implements Event.
+func (AlertRuleCreated) Action() string { return "alert_rule.created" }
+
+// AlertRuleDeleted records a deleted alert rule.
+type AlertRuleDeleted struct {
+	RuleID string `json:"ruleId"`
+}
+
+// Action implements Event.
+func (AlertRuleDeleted) Action() string { return "alert_rule.deleted" }

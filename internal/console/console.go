@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/patchline/patchline/internal/admin"
+	"github.com/patchline/patchline/internal/alert"
 	"github.com/patchline/patchline/internal/apikey"
 	"github.com/patchline/patchline/internal/audit"
 	"github.com/patchline/patchline/internal/device"
@@ -77,6 +78,8 @@ type Config struct {
 	// Catalog, with Exposure, serves the KEV due dates page: the KEV
 	// entries of the CVEs are in its records.
 	Catalog exposure.RecordReader
+	// Alerts, when set, serves Settings › Alerts.
+	Alerts alert.Store
 
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
 	// the client, for the audit log and sign-in throttling.
@@ -236,6 +239,11 @@ func (s *Server) registerRoutes() {
 	s.handle("GET /agents/{id}/vulnerabilities", Session, s.agentVulnerabilitiesPage)
 	s.handle("GET /kev", Session, s.kevPage)
 	s.handle("GET /kev.csv", Session, s.kevExport)
+
+	s.handle("GET /settings/alerts", Session, s.alertsPage)
+	s.handle("POST /settings/alerts", Fresh, s.createAlertRule)
+	s.handle("POST /settings/alerts/{id}/delete", Fresh, s.deleteAlertRule)
+	s.handle("GET /alerts/{id}", Session, s.alertPage)
 
 	s.handle("GET /audit", Session, s.auditPage)
 	s.handle("GET /audit/export.csv", Session, s.auditExport)

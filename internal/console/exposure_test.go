@@ -6,7 +6,6 @@ import (
 	"html"
 	"io/fs"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"regexp"
@@ -99,15 +98,7 @@ func newExposureEnv(t *testing.T) *exposureEnv {
 	t.Helper()
 	e := newEnv(t)
 	cat := mustOpenExposureCatalog(t)
-	cfg := e.srv.cfg
-	cfg.Exposure, cfg.Catalog = e.store, cat
-	srv, err := New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	e.srv, e.http = srv, hs
+	e.reconfigure(func(c *Config) { c.Exposure, c.Catalog = e.store, cat })
 
 	x := &exposureEnv{env: e, svc: exposure.NewService(cat, e.store, nil), idx: exposure.NewIndex(),
 		risks: map[string]exposure.Risk{}, invs: map[string]device.Inventory{}}

@@ -75,6 +75,21 @@ func newEnv(t *testing.T) *env {
 	return &env{t: t, store: store, srv: srv, http: hs, clock: clk}
 }
 
+// reconfigure serves e's console anew with its configuration changed by
+// change.
+func (e *env) reconfigure(change func(*Config)) {
+	e.t.Helper()
+	cfg := e.srv.cfg
+	change(&cfg)
+	srv, err := New(context.Background(), cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	e.t.Cleanup(hs.Close)
+	e.srv, e.http = srv, hs
+}
+
 // mustAdmin creates the administrator of the tests on the store.
 func (e *env) mustAdmin() *admin.Admin {
 	e.t.Helper()

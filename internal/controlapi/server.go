@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/patchline/patchline/internal/alert"
 	"github.com/patchline/patchline/internal/apikey"
 	"github.com/patchline/patchline/internal/audit"
 	"github.com/patchline/patchline/internal/device"
@@ -51,6 +52,9 @@ type Config struct {
 	// Catalog, with Exposure, serves the KEV compliance routes: the KEV
 	// entries (due dates) of the CVEs are in its records.
 	Catalog exposure.RecordReader
+	// Alerts, when set, serves the alert rules and alerts; without it
+	// they answer 404.
+	Alerts alert.Store
 
 	// TrustedProxies are the networks whose X-Forwarded-For is believed
 	// when finding the client address.
@@ -178,6 +182,13 @@ func (s *Server) registerRoutes() {
 	s.handle("GET /api/compliance/kev", Key, s.kevReport)
 	s.handle("GET /api/compliance/kev.csv", Key, s.kevReportCSV)
 	s.handle("GET /api/agents/{id}/compliance/kev", Key, s.agentKEV)
+
+	s.handle("GET /api/alert-rules", Key, s.listAlertRules)
+	s.handle("POST /api/alert-rules", Privileged, s.createAlertRule)
+	s.handle("GET /api/alert-rules/{id}", Key, s.getAlertRule)
+	s.handle("DELETE /api/alert-rules/{id}", Privileged, s.deleteAlertRule)
+	s.handle("GET /api/alerts", Key, s.listAlerts)
+	s.handle("GET /api/alerts/{id}", Key, s.getAlert)
 
 	s.handle("GET /api/audit-log", Privileged, s.listAudit)
 
