@@ -39,6 +39,7 @@ func TestEndToEndTwoReplicas(t *testing.T) {
 	}
 	stores := []string{"--control-db", controlDSN}
 	key := mustControlCLI(t, append([]string{"keys", "create", "--name", "automation"}, stores...)...)
+	priv := mustControlCLI(t, append([]string{"keys", "create", "--name", "ops", "--privileged", "--expires", "24h"}, stores...)...)
 	doomed := mustControlCLI(t, append([]string{"keys", "create", "--name", "to-revoke"}, stores...)...)
 	secret := mustControlCLI(t, append([]string{"enroll", "create", "--expires", "1h"}, stores...)...)
 
@@ -295,6 +296,46 @@ func TestEndToEndTwoReplicas(t *testing.T) {
 			t.Logf("queued on replica 1, answered on replica 0 after %v", got.at.Sub(queuedAt).Round(time.Millisecond))
 		case <-time.After(60 * time.Second):
 			t.Fatal("the long poll on replica 0 did not hear of the command queued on replica 1")
+		}
+	})
+
+	t.Run("both replicas evaluate an alert rule: one webhook", func(t *testing.T) {
+		hook := newWebhookReceiver(t)
+		var rule struct{ ID, Secret string }
+		postJSON(t, hc, replicas[1].ControlURL+"/api/alert-rules", priv, "", map[string]any{
+			"name": "KEV on endpoints", "kind": "kev", "webhookUrl": hook.srv.URL}, http.StatusCreated, &rule)
+		hook.setSecret(rule.Secret)
+		var a agentproto.EnrollResponse
+		postJSON(t, hc, replicas[0].ControlURL+"/agent/v1/enroll", "", "", agentproto.EnrollRequest{
+			EnrollSecret: secret, Capability: agentproto.CapabilityVersion, Hostname: "winrar-pc",
+			OS: agentproto.OS{Platform: "windows", Name: "Windows 11 Pro", Version: "23H2", Build: "22631.4460"}, Arch: "amd64", AgentVersion: "1.0.0",
+		}, http.StatusCreated, &a)
+		// WinRAR 6.22: CVE-2023-38831, in CISA KEV, fixed in 6.23.
+		postJSON(t, hc, replicas[0].ControlURL+"/agent/v1/checkin", "", a.Credential, agentproto.CheckInRequest{
+			Capability: agentproto.CapabilityVersion, Hostname: "winrar-pc", Arch: "amd64", AgentVersion: "1.0.0",
+			OS: agentproto.OS{Platform: "windows", Name: "Windows 11 Pro", Version: "23H2", Build: "22631.4460"}, IPs: []string{},
+			Inventory: &agentproto.Inventory{Software: []agentproto.Software{{Name: "WinRAR", Version: "6.22", Ecosystem: "Desktop"}}, PendingUpdates: []agentproto.Update{}},
+		}, http.StatusOK, nil)
+		waitFor(t, "the alert of CVE-2023-38831", 2*time.Minute, func() bool {
+			for _, p := range hook.payloads() {
+				if p.CVEID == "CVE-2023-38831" {
+					return true
+				}
+			}
+			return false
+		})
+		time.Sleep(12 * time.Second) // both replicas evaluate twice more
+		n := 0
+		for _, p := range hook.payloads() {
+			if p.CVEID == "CVE-2023-38831" {
+				n++
+				if len(p.Agents) != 1 || p.Agents[0].ID != a.AgentID || len(p.Fixes) == 0 || p.Fixes[0].Version != "6.23" {
+					t.Errorf("alert %+v", p)
+				}
+			}
+		}
+		if n != 1 {
+			t.Errorf("the webhook got %d alerts of CVE-2023-38831, want 1", n)
 		}
 	})
 
