@@ -577,6 +577,43 @@ func TestConsoleBrowser(t *testing.T) {
 	})
 	b.check("vulnerabilities")
 
+	// KEV due dates: Firefox 124.0.1 on the agents has CVE-2024-9680, in
+	// CISA's KEV catalog.
+	b.open("/kev", "/kev")
+	if txt := b.mainText(); !strings.Contains(txt, "CVE-2024-9680") || !strings.Contains(txt, "overdue by") {
+		t.Errorf("KEV due dates page: %s", txt)
+	}
+	b.check("kev")
+
+	// An alert rule (privileged actions go through within five minutes of
+	// the re-authentication above), whose webhook hears of the KEV CVEs.
+	hook := newWebhookReceiver(t)
+	b.open("/settings/alerts", "/settings/alerts")
+	b.check("alerts")
+	b.do("new alert rule", chromedp.SendKeys(chromedp.ID("rule-name"), "KEV on endpoints"), chromedp.SendKeys(chromedp.ID("rule-url"), hook.srv.URL))
+	b.submit(`form[action="/settings/alerts"] button[type=submit]`, "/settings/alerts")
+	ruleSecret := eval[string](b, `document.getElementById('rule-secret').value`)
+	if !strings.HasPrefix(ruleSecret, "plwh_") {
+		t.Fatalf("the new rule's secret: %q\n%s", ruleSecret, b.mainText())
+	}
+	hook.setSecret(ruleSecret)
+	b.check("alert-rule-created")
+	var alertID string
+	waitFor(t, "the webhook's alert of CVE-2024-9680", time.Minute, func() bool {
+		for _, p := range hook.payloads() {
+			if p.CVEID == "CVE-2024-9680" {
+				alertID = p.AlertID
+				return len(p.Agents) == len(agents) // each reports Firefox 124.0.1
+			}
+		}
+		return false
+	})
+	waitFor(t, "the delivered alert in the console", 30*time.Second, func() bool {
+		b.open("/alerts/"+alertID, "/alerts/"+alertID)
+		return strings.Contains(b.mainText(), "delivered")
+	})
+	b.check("alert")
+
 	// The other pages: rings and rollouts, policies, the account.
 	b.open("/rollouts", "/rollouts")
 	b.do("new ring", chromedp.SendKeys(chromedp.ID("ring-name"), "pilot"), chromedp.SendKeys(chromedp.ID("ring-position"), "10"),

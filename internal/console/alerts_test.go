@@ -34,7 +34,7 @@ func TestAlertsPages(t *testing.T) {
 	}
 	r = b.post("/settings/alerts", url.Values{"name": {"EPSS"}, "kind": {"epss"}, "threshold": {"7"}, "webhookUrl": {"https://hooks.example.com/p"}, "reauth_password": {testPassword}})
 	wantStatus(t, "a bad threshold", r, http.StatusUnprocessableEntity)
-	if !strings.Contains(r.Body, "at most 1") || !strings.Contains(r.Body, `id="rule-threshold-err"`) {
+	if !strings.Contains(r.Body, "at most 1") || !strings.Contains(r.Body, `id="rule-threshold-err"`) || !strings.Contains(r.Body, `class="field-error"`) {
 		t.Errorf("a bad threshold:\n%s", r.Body)
 	}
 	r = b.post("/settings/alerts", url.Values{"name": {"KEV on endpoints"}, "kind": {"kev"}, "webhookUrl": {"https://hooks.example.com/p"}, "reauth_password": {testPassword}})
