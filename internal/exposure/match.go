@@ -20,8 +20,9 @@ import (
 //
 //  1. Windows and Microsoft: an installed update (KB) that an atom of the
 //     CVE names, for any of the item's products, means the item is fixed.
-//  2. An installed version that does not parse under the ecosystem's rules
-//     is Unknown, never fixed.
+//  2. An installed version that does not parse under the ecosystem's rules,
+//     or none at all (a question about every CVE of a package), is
+//     Unknown, never fixed.
 //  3. When every atom whose fixed version parses also has an affected
 //     range that parses ("< 2.3.1", ">= 2.4, < 2.12.2", ">= 2.13.0,
 //     < 2.15.0"), the item is affected exactly when its version lies in
@@ -142,6 +143,10 @@ func normKB(id string) string {
 // Match has applied rule 1 already.
 func matchEntry(en entry, item device.Software) (Finding, bool) {
 	f := Finding{CVEID: en.cveID(), Ecosystem: en.ecosystem, Product: en.product, Package: item.Name, Installed: item.Version}
+	if item.Version == "" {
+		f.Status, f.Reason = Unknown, "no installed version is given"
+		return f, true
+	}
 	v, err := version.Parse(en.ecosystem, item.Version)
 	if err != nil {
 		f.Status, f.Reason = Unknown, "the installed version does not parse under the "+en.ecosystem+" rules"

@@ -24,6 +24,11 @@ type Service struct {
 	Poll, CatalogPoll time.Duration
 	// Batch is how many agents are evaluated per round.
 	Batch int
+	// WaitForAgents, set by NewService, builds the index only once the
+	// fleet has an agent, so that a server nobody else asks the index
+	// never pays for it. A server whose package queries read Index
+	// clears it.
+	WaitForAgents bool
 
 	mu          sync.Mutex
 	lastCatalog time.Time
@@ -36,7 +41,7 @@ func NewService(cat cve.Catalog, store Store, logger *slog.Logger) *Service {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Service{Catalog: cat, Store: store, Index: NewIndex(), Logger: logger,
-		Poll: time.Second, CatalogPoll: time.Minute, Batch: 200}
+		Poll: time.Second, CatalogPoll: time.Minute, Batch: 200, WaitForAgents: true}
 }
 
 // Run evaluates until ctx is done. Errors are logged and retried on the
@@ -47,9 +52,9 @@ func (s *Service) Run(ctx context.Context) {
 	var nextCatalog time.Time
 	for {
 		// The index of the catalog costs memory and a pass over the whole
-		// catalog: it is built once the fleet has an agent to evaluate, so
-		// that a lookup-only server never pays for it.
-		if !s.isReady() {
+		// catalog: unless another reader needs it, it is built once the
+		// fleet has an agent to evaluate.
+		if s.WaitForAgents && !s.isReady() {
 			has, err := s.Store.HasAgents(ctx)
 			if err != nil && ctx.Err() == nil {
 				s.Logger.Warn("exposure: look for agents", "err", err)

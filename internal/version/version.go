@@ -378,3 +378,11 @@ func (d dotted) CompareStr(s string) (int, error) {
 	}
 	return d.compare(e), nil
 }
+
+// Known reports whether the version rules of ecosystem are known: Parse
+// can succeed for it.
+func Known(ecosystem string) bool {
+	rules, suffix, hasSuffix := strings.Cut(ecosystem, ":")
+	_, ok := kinds[rules]
+	return ok && (!hasSuffix || suffix != "")
+}
