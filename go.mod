@@ -3,6 +3,7 @@ module github.com/patchline/patchline
 go 1.26.8
 
 require (
+	github.com/CycloneDX/cyclonedx-go v0.12.0
 	github.com/chromedp/chromedp v0.22.1
 	github.com/getkin/kin-openapi v0.152.0
 	github.com/go-ole/go-ole v1.3.0
@@ -11,11 +12,13 @@ require (
 	github.com/google/osv-scalibr v0.5.3
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/ossf/osv-schema/bindings/go v0.0.0-20260525004216-afe0bddbf893
+	github.com/package-url/packageurl-go v0.1.7
 	github.com/pquerna/otp v1.5.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
+	github.com/spdx/tools-golang v0.5.7
 	golang.org/x/crypto v0.58.0
 	golang.org/x/sys v0.49.0
 	golang.org/x/text v0.43.0
@@ -25,6 +28,7 @@ require (
 )
 
 require (
+	github.com/anchore/go-struct-converter v0.1.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/boombuler/barcode v1.0.1-0.20190219062509-6c824513bacc // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -51,4 +55,5 @@ require (
 	modernc.org/libc v1.79.0 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
+	osv.dev/bindings/go v0.0.0-20260512064147-daa692bbd4ed // indirect
 )
