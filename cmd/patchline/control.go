@@ -47,6 +47,11 @@ func (m *Main) openControl(ctx context.Context) (http.Handler, error) {
 	var exp *exposure.Service
 	if m.catalog != nil {
 		exp = exposure.NewService(m.catalog, store, logger.With("component", "exposure"))
+		if m.index != nil {
+			// The lookup listener's package queries read the index: it is
+			// built at once, and follows the catalog within seconds.
+			exp.Index, exp.WaitForAgents, exp.CatalogPoll = m.index, false, 5*time.Second
+		}
 		go exp.Run(ctx)
 	}
 	api := controlapi.New(controlapi.Config{

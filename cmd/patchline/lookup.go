@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/patchline/patchline/internal/exposure"
 	"github.com/patchline/patchline/internal/lookupapi"
 	"github.com/patchline/patchline/internal/ratelimit"
 	"github.com/patchline/patchline/internal/upstream"
@@ -32,6 +33,10 @@ func (m *Main) openLookup(ctx context.Context) (http.Handler, error) {
 		return nil, err
 	}
 	m.catalog = db
+	// One index of the catalog's fixes serves the package queries of this
+	// listener and the exposure of the control service's agents, which
+	// keeps it fresh (openControl).
+	m.index = exposure.NewIndex()
 	var limiter ratelimit.Limiter
 	switch {
 	case rate.N == 0:
@@ -100,6 +105,7 @@ func (m *Main) openLookup(ctx context.Context) (http.Handler, error) {
 		Proxies:    proxies,
 		Registry:   reg,
 		Status:     upstream.StatusHandler(db, db, statusOpt),
+		Packages:   m.index,
 	})
 }
 
