@@ -236,7 +236,7 @@ func clipDetail(s string) string {
 // affect a package version, osvPageSize per page.
 func (s *Server) osvQuery(w http.ResponseWriter, r *http.Request) error {
 	var q osvQueryBody
-	if err := httpx.DecodeJSON(w, r, maxOSVQueryBody, &q); err != nil {
+	if err := decodeBody(w, r, maxOSVQueryBody, &q); err != nil {
 		return err
 	}
 	pkg, err := osvPackage(&q)
@@ -289,7 +289,7 @@ func (s *Server) osvQuery(w http.ResponseWriter, r *http.Request) error {
 // order, the ids and modification times of the CVEs that affect it.
 func (s *Server) osvQueryBatch(w http.ResponseWriter, r *http.Request) error {
 	var b osvBatchBody
-	if err := httpx.DecodeJSON(w, r, maxOSVBatchBody, &b); err != nil {
+	if err := decodeBody(w, r, maxOSVBatchBody, &b); err != nil {
 		return err
 	}
 	if b.Queries == nil {

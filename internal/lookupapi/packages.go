@@ -70,7 +70,7 @@ func (q packageQuery) resolve() (sbom.Package, error) {
 // request order, the CVEs that affect it with the fix of each source.
 func (s *Server) queryPackages(w http.ResponseWriter, r *http.Request) error {
 	var req packagesRequest
-	if err := httpx.DecodeJSON(w, r, maxPackagesBody, &req); err != nil {
+	if err := decodeBody(w, r, maxPackagesBody, &req); err != nil {
 		return err
 	}
 	if req.Packages == nil {
@@ -170,7 +170,7 @@ func NewSBOMReport(doc *sbom.Document, results []exposure.PackageResult) SBOMRep
 func (s *Server) scanSBOM(w http.ResponseWriter, r *http.Request) error {
 	body, err := httpx.ReadBody(w, r, MaxSBOMBody)
 	if err != nil {
-		return err
+		return tooLargeIsInvalid(err, MaxSBOMBody)
 	}
 	doc, err := sbom.Parse(body)
 	if err != nil {
