@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -281,6 +282,72 @@ func FuzzRequest(f *testing.F) {
 		}
 		if rec.Code >= 400 && strings.HasPrefix(req.URL.Path, BasePath+"/") {
 			checkProblem(t, what, rec)
+		}
+	})
+}
+
+// FuzzOSVQuery posts bodies to the OSV API's query and querybatch: the
+// answer is 200 with OSV.dev's list shape, or a 400 problem with OSV.dev's
+// code, never a server error.
+func FuzzOSVQuery(f *testing.F) {
+	for _, s := range []string{
+		`{"package":{"name":"django","ecosystem":"PyPI"},"version":"4.2.0"}`,
+		`{"package":{"purl":"pkg:pypi/django@4.2.0"}}`,
+		`{"package":{"purl":"pkg:pypi/django"},"version":"4.2.0","page_token":"AAAAAAAAAAAAAABk"}`,
+		`{"package":{"purl":"pkg:deb/debian/openssl@3.0.11-1~deb12u2?distro=bookworm"}}`,
+		`{"package":{"name":"left-pad","ecosystem":"npm"},"version":"1.0.0","pageToken":"x"}`,
+		`{"commit":"6879efc2c1596d11a6a6ad296f80063b558d5e0f"}`,
+		`{"package":{"name":"x","ecosystem":"Windows"},"version":"10.0.22631.1"}`,
+		`{"package":{"purl":"pkg:"}}`,
+		`{"queries":[{"package":{"purl":"pkg:pypi/django@4.2.0"}},{"package":{"name":"django","ecosystem":"PyPI"},"version":"5.0.1"}]}`,
+		`{"queries":[null]}`,
+		`{"queries":[]}`,
+		`{}`,
+		``,
+	} {
+		f.Add([]byte(s))
+	}
+	recs := packageRecords()
+	for i := range osvPageSize + 5 {
+		recs = append(recs, pkgRecord(fmt.Sprintf("CVE-2024-%d", 10000+i), "npm", "left-pad", "GHSA 2.0.0"))
+	}
+	a := newPackagesTest(f, false, recs...)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, path := range []string{"/v1/query", "/v1/querybatch"} {
+			rec := httptest.NewRecorder()
+			a.srv.ServeHTTP(rec, newRequest("POST", OSVBasePath+path, bytes.NewReader(body)))
+			switch rec.Code {
+			case http.StatusOK:
+				var resp struct {
+					Vulns   []json.RawMessage `json:"vulns"`
+					Results []struct {
+						Vulns []struct {
+							ID       string `json:"id"`
+							Modified string `json:"modified"`
+						} `json:"vulns"`
+					} `json:"results"`
+				}
+				if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil {
+					t.Fatalf("%s: 200 with body %s: %v", path, rec.Body, err)
+				}
+				if len(resp.Vulns) > osvPageSize {
+					t.Fatalf("%s: %d documents on one page", path, len(resp.Vulns))
+				}
+				for _, r := range resp.Results {
+					for _, v := range r.Vulns {
+						if v.ID == "" || v.Modified == "" {
+							t.Fatalf("%s: a result without id or modified: %s", path, rec.Body)
+						}
+					}
+				}
+			case http.StatusBadRequest:
+				var p osvProblem
+				if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || p.Code != 3 || p.Message == "" || p.Status != 400 {
+					t.Fatalf("%s: 400 body %s: %v", path, rec.Body, err)
+				}
+			default:
+				t.Fatalf("%s: status %d: %s", path, rec.Code, rec.Body)
+			}
 		}
 	})
 }

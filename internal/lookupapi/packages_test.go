@@ -324,9 +324,9 @@ func TestOSVVulnByAdvisory(t *testing.T) {
 	}
 	a := newPackagesTest(t, false, recs...)
 	tests := []struct {
-		id, wantID      string
+		id, wantID       string
 		aliases, related []string
-		packages        []string
+		packages         []string
 	}{
 		{"PyPA-CVE-2024-27351", "PyPA-CVE-2024-27351", []string{"CVE-2024-27351"}, nil, []string{"PyPI/django"}},
 		{"alsa-2023:5455", "ALSA-2023:5455", nil, []string{"CVE-2023-0001", "CVE-2023-0002"}, []string{"npm/acme/component", "Maven/org.apache.jena:apache-jena"}},
