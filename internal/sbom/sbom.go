@@ -203,3 +203,34 @@ func spdx(data []byte, spec string) ([]component, error) {
 	}
 	return out, nil
 }
+
+// ParseList reads a package list: one purl a line, blank lines and lines
+// starting with # passed over. It returns an errs.ErrInvalid error naming
+// the line of a purl that does not parse or names no known ecosystem.
+func ParseList(data []byte) (*Document, error) {
+	doc := &Document{Format: "purl list"}
+	seen := map[Package]bool{}
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if len(doc.Packages) >= MaxComponents {
+			return nil, errs.Invalidf("the list has more than %d packages", MaxComponents)
+		}
+		p, err := FromPURL(line)
+		if err == nil {
+			err = Check(p)
+		}
+		if err != nil {
+			return nil, errs.Invalidf("line %d: %s", i+1, errs.Message(err))
+		}
+		key := p
+		key.PURL = ""
+		if !seen[key] {
+			seen[key] = true
+			doc.Packages = append(doc.Packages, p)
+		}
+	}
+	return doc, nil
+}
