@@ -180,6 +180,8 @@ func (s *Server) routes() {
 	}
 	page("GET /{$}", s.searchPage)
 	page("GET /cve/{id}", s.recordPage)
+	page("GET /packages", s.packagesPage)
+	page("POST /packages", s.packagesPage)
 	page("/", s.notFoundPage)
 
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

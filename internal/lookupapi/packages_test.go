@@ -1,9 +1,11 @@
 package lookupapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"mime/multipart"
 	"net/http"
 	"os"
 	"strings"
@@ -352,6 +354,78 @@ func TestOSVVulnByAdvisory(t *testing.T) {
 			}
 			if doc.ID != tc.wantID || !cmp.Equal(doc.Aliases, tc.aliases) || !cmp.Equal(doc.Related, tc.related) || !cmp.Equal(pkgs, tc.packages) {
 				t.Errorf("id %s aliases %v related %v packages %v; want %s %v %v %v", doc.ID, doc.Aliases, doc.Related, pkgs, tc.wantID, tc.aliases, tc.related, tc.packages)
+			}
+		})
+	}
+}
+
+// multipartSBOM returns a multipart/form-data request body uploading doc
+// as the sbom field, and its content type.
+func multipartSBOM(tb testing.TB, doc []byte) (*bytes.Buffer, string) {
+	tb.Helper()
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	if doc != nil {
+		fw, err := mw.CreateFormFile("sbom", "bom.json")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		fw.Write(doc)
+	}
+	mw.Close()
+	return &buf, mw.FormDataContentType()
+}
+
+func TestPackagesPage(t *testing.T) {
+	a := newPackagesTest(t, false, packageRecords()...)
+	if body := a.serve(newRequest("GET", "/", nil)).Body.String(); !strings.Contains(body, `action="/packages"`) || !strings.Contains(body, `name="sbom"`) {
+		t.Error("the search page has no package form or SBOM upload")
+	}
+	tests := []struct {
+		name   string
+		method string
+		path   string
+		doc    []byte // uploaded with POST
+		status int
+		want   []string // in order
+	}{
+		{"empty form", "GET", "/packages", nil, 200, []string{`name="purl"`, `name="sbom"`}},
+		{"purl", "GET", "/packages?purl=pkg%3Apypi%2Fdjango%404.2.0", nil, 200,
+			[]string{"<h2>PyPI django 4.2.0</h2>", "1 vulnerable", "CVE-2024-27351", "badge kev", "4.2.11", "4.2.11", "PyPA", "4.2.12", "GHSA"}},
+		{"ecosystem and name", "GET", "/packages?ecosystem=PyPI&name=django&version=4.2.12", nil, 200,
+			[]string{"PyPI django 4.2.12", "No CVE of the catalog affects this package."}},
+		{"malformed purl", "GET", "/packages?purl=pkg%3A", nil, 400, []string{`class="error"`, "purl &#34;pkg:&#34;"}},
+		{"unknown ecosystem", "GET", "/packages?ecosystem=Nope&name=x&version=1", nil, 400, []string{`unknown ecosystem &#34;Nope&#34;`}},
+		{"SBOM", "POST", "/packages", mustReadFile(t, "../sbom/testdata/SPDXJSONExample-v2.3.spdx.json"), 200,
+			[]string{"SPDX SPDX-2.3", "4 components skipped", "CVE-2023-0002", "3.17.0", "Skipped components", "glibc"}},
+		{"no file", "POST", "/packages", nil, 400, []string{"Choose an SBOM file"}},
+		{"not an SBOM", "POST", "/packages", []byte(`<html>`), 400, []string{"not JSON"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var req *http.Request
+			if tc.method == "POST" {
+				body, ct := multipartSBOM(t, tc.doc)
+				req = newRequest("POST", tc.path, body)
+				req.Header.Set("Content-Type", ct)
+			} else {
+				req = newRequest("GET", tc.path, nil)
+			}
+			rec := a.serve(req)
+			body := rec.Body.String()
+			if rec.Code != tc.status || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html") {
+				t.Fatalf("status %d %s, want %d:\n%.3000s", rec.Code, rec.Header().Get("Content-Type"), tc.status, body)
+			}
+			at := 0
+			for _, s := range tc.want {
+				i := strings.Index(body[at:], s)
+				if i < 0 {
+					t.Fatalf("%q missing or out of order:\n%.4000s", s, body)
+				}
+				at += i
+			}
+			if strings.Contains(body, "<script") || !strings.Contains(rec.Header().Get("Content-Security-Policy"), "default-src 'none'") {
+				t.Error("the page has a script or no CSP")
 			}
 		})
 	}

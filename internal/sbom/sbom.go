@@ -15,6 +15,7 @@ import (
 
 	cdx "github.com/CycloneDX/cyclonedx-go"
 	spdxjson "github.com/spdx/tools-golang/json"
+	spdxv23 "github.com/spdx/tools-golang/spdx"
 
 	"github.com/patchline/patchline/internal/errs"
 )
@@ -170,13 +171,25 @@ func cycloneDX(data []byte, spec string) ([]component, error) {
 	return out, nil
 }
 
+// readSPDX decodes an SPDX JSON document with tools-golang. Its reader
+// panics on some malformed documents (a null package in "packages"):
+// that is an error of the document.
+func readSPDX(data []byte) (doc *spdxv23.Document, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			doc, err = nil, fmt.Errorf("malformed document (%v)", r)
+		}
+	}()
+	return spdxjson.Read(bytes.NewReader(data))
+}
+
 // spdx returns the packages of an SPDX 2.3 JSON document, each with the
 // purl of its PACKAGE-MANAGER external reference.
 func spdx(data []byte, spec string) ([]component, error) {
 	if spec != "SPDX-2.3" {
 		return nil, errs.Invalidf("spdxVersion %q: want SPDX-2.3", clip(spec))
 	}
-	doc, err := spdxjson.Read(bytes.NewReader(data))
+	doc, err := readSPDX(data)
 	if err != nil {
 		return nil, errs.Invalidf("SPDX document: %v", err)
 	}
