@@ -54,7 +54,10 @@ func (x *Index) Match(inv device.Inventory) (findings []Finding, keys []string) 
 			names = append(names, item.Source)
 		}
 		var entries []entry
-		done := map[entry]bool{}
+		var done map[entry]bool // with a source package, the entries of both names once
+		if len(names) > 1 {
+			done = map[entry]bool{}
+		}
 		for _, name := range names {
 			k := Key(item.Ecosystem, name)
 			if !seenKey[k] {
@@ -62,10 +65,12 @@ func (x *Index) Match(inv device.Inventory) (findings []Finding, keys []string) 
 				keys = append(keys, k)
 			}
 			for _, en := range x.products[k] {
-				if done[en] {
-					continue
+				if done != nil {
+					if done[en] {
+						continue
+					}
+					done[en] = true
 				}
-				done[en] = true
 				if en.arch != "" {
 					if a := normArch(item.Arch); a != "" && a != en.arch {
 						continue
@@ -79,17 +84,23 @@ func (x *Index) Match(inv device.Inventory) (findings []Finding, keys []string) 
 		// Windows release.
 		fixedByKB := map[string]bool{}
 		for _, en := range entries {
+			if len(kbs) == 0 {
+				break
+			}
 			for _, a := range en.atoms {
 				if a.kb != "" && kbs[normKB(a.kb)] {
 					fixedByKB[en.cveID()] = true
 				}
 			}
 		}
+		// The item's version, parsed once: every entry of its keys is of
+		// its ecosystem.
+		installed := parseInstalled(item)
 		for _, en := range entries {
 			if fixedByKB[en.cveID()] {
 				continue
 			}
-			if f, ok := matchEntry(en, item); ok {
+			if f, ok := matchEntry(en, item, installed); ok {
 				findings = append(findings, f)
 			}
 		}
@@ -139,15 +150,27 @@ func normKB(id string) string {
 	return id
 }
 
-// matchEntry applies the rule of Match to one item and one CVE's product.
-// Match has applied rule 1 already.
-func matchEntry(en entry, item device.Software) (Finding, bool) {
+// installed is the version of an inventory item, parsed under the rules
+// of its ecosystem.
+type installed struct {
+	v   version.Version
+	err error
+}
+
+func parseInstalled(item device.Software) installed {
+	v, err := version.Parse(item.Ecosystem, item.Version)
+	return installed{v, err}
+}
+
+// matchEntry applies the rule of Match to one item, its version parsed,
+// and one CVE's product. Match has applied rule 1 already.
+func matchEntry(en entry, item device.Software, in installed) (Finding, bool) {
 	f := Finding{CVEID: en.cveID(), Ecosystem: en.ecosystem, Product: en.product, Package: item.Name, Installed: item.Version}
 	if item.Version == "" {
 		f.Status, f.Reason = Unknown, "no installed version is given"
 		return f, true
 	}
-	v, err := version.Parse(en.ecosystem, item.Version)
+	v, err := in.v, in.err
 	if err != nil {
 		f.Status, f.Reason = Unknown, "the installed version does not parse under the "+en.ecosystem+" rules"
 		return f, true

@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/http"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/ossf/osv-schema/bindings/go/osvschema"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -187,11 +189,29 @@ func osvPackage(q *osvQueryBody) (sbom.Package, error) {
 func osvMatches(idx *exposure.Index, p sbom.Package) []string {
 	var ids []string
 	for _, f := range idx.MatchPackage(p) {
-		if (f.Status == exposure.Affected || p.Version == "") && !slices.Contains(ids, f.CVEID) {
+		// Findings come in CVE order: a CVE's come together.
+		if (f.Status == exposure.Affected || p.Version == "") && (len(ids) == 0 || ids[len(ids)-1] != f.CVEID) {
 			ids = append(ids, f.CVEID)
 		}
 	}
 	return ids
+}
+
+// matchAll returns osvMatches of each package, the packages shared
+// among as many goroutines as there are processors.
+func matchAll(idx *exposure.Index, pkgs []sbom.Package) [][]string {
+	out := make([][]string, len(pkgs))
+	workers := min(runtime.GOMAXPROCS(0), (len(pkgs)+63)/64)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(pkgs); i += workers {
+				out[i] = osvMatches(idx, pkgs[i])
+			}
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // pageToken is the opaque token of the page after offset of the query
@@ -310,18 +330,21 @@ func (s *Server) osvQueryBatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := []byte(`{"results":[`)
+	offsets := make([]int, len(pkgs))
 	for i, p := range pkgs {
-		sum := querySum(p)
-		offset, err := parsePageToken(b.Queries[i].pageToken(), sum)
-		if err != nil {
+		if offsets[i], err = parsePageToken(b.Queries[i].pageToken(), querySum(p)); err != nil {
 			return errs.Invalidf("queries[%d]: %s", i, errs.Message(err))
 		}
+	}
+	matches := matchAll(idx, pkgs)
+	out := []byte(`{"results":[`)
+	for i, p := range pkgs {
+		sum, offset := querySum(p), offsets[i]
 		var (
 			vulns []*osvschema.Vulnerability
 			next  string
 		)
-		ids := osvMatches(idx, p)
+		ids := matches[i]
 		if offset < len(ids) {
 			end := min(offset+osvBatchPageSize, len(ids))
 			for _, id := range ids[offset:end] {
