@@ -183,7 +183,7 @@ func matchEntry(en entry, item device.Software, in installed) (Finding, bool) {
 			incomparable = true
 			continue
 		}
-		if _, err := v.Compare(a.fixed); err != nil {
+		if !v.Comparable(a.fixed) {
 			incomparable = true
 			continue
 		}

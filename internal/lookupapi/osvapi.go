@@ -15,10 +15,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ossf/osv-schema/bindings/go/osvschema"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/errs"
@@ -340,30 +340,45 @@ func (s *Server) osvQueryBatch(w http.ResponseWriter, r *http.Request) error {
 	out := []byte(`{"results":[`)
 	for i, p := range pkgs {
 		sum, offset := querySum(p), offsets[i]
-		var (
-			vulns []*osvschema.Vulnerability
-			next  string
-		)
+		if i > 0 {
+			out = append(out, ',')
+		}
+		// {"vulns":[{"id":…,"modified":…},…],"next_page_token":…}, each
+		// member left out when empty, as protobuf JSON writes it.
+		out = append(out, '{')
 		ids := matches[i]
 		if offset < len(ids) {
 			end := min(offset+osvBatchPageSize, len(ids))
+			n := 0
 			for _, id := range ids[offset:end] {
 				_, modified, ok := idx.CVE(id)
 				if !ok {
 					continue
 				}
-				vulns = append(vulns, &osvschema.Vulnerability{Id: id, Modified: timestamppb.New(modified)})
+				if n == 0 {
+					out = append(out, `"vulns":[`...)
+				} else {
+					out = append(out, ',')
+				}
+				n++
+				out = append(out, `{"id":`...)
+				out = appendString(out, id)
+				out = append(out, `,"modified":"`...)
+				out = modified.UTC().AppendFormat(out, time.RFC3339Nano)
+				out = append(out, `"}`...)
+			}
+			if n > 0 {
+				out = append(out, ']')
 			}
 			if end < len(ids) {
-				next = pageToken(sum, end)
+				if n > 0 {
+					out = append(out, ',')
+				}
+				out = append(out, `"next_page_token":`...)
+				out = appendString(out, pageToken(sum, end))
 			}
 		}
-		if i > 0 {
-			out = append(out, ',')
-		}
-		if out, err = appendVulnList(out, vulns, next); err != nil {
-			return err
-		}
+		out = append(out, '}')
 	}
 	out = append(out, "]}\n"...)
 	writeOSVJSON(w, out)
