@@ -41,23 +41,13 @@ type PackageVulnerability struct {
 	FixedVersion string `json:"fixedVersion"`
 	KB           string `json:"kb,omitempty"`
 	EOLFrom      string `json:"eolFrom,omitempty"`
-	// Fixes are, per source, the least fixed version of the product above
-	// the version asked about, with its provenance.
-	Fixes    []SourceFix `json:"fixes"`
-	Severity *string     `json:"severity"`
-	CVSS     *float64    `json:"cvss"`
-	KEV      *cve.KEV    `json:"kev"`
-	EPSS     *cve.EPSS   `json:"epss"`
-}
-
-// SourceFix is the fix one source gives for a product.
-type SourceFix struct {
-	FixedVersion  string  `json:"fixedVersion"`
-	AffectedRange *string `json:"affectedRange"`
-	AdvisoryID    *string `json:"advisoryId"`
-	SourceURL     *string `json:"sourceUrl"`
-	Source        string  `json:"source"`
-	License       string  `json:"license"`
+	// Fixes are, per source, the atom of the product with the least fixed
+	// version above the version asked about: the fix with its provenance.
+	Fixes    []cve.Atom `json:"fixes"`
+	Severity *string    `json:"severity"`
+	CVSS     *float64   `json:"cvss"`
+	KEV      *cve.KEV   `json:"kev"`
+	EPSS     *cve.EPSS  `json:"epss"`
 }
 
 // QueryPackages returns, for each package in order, the CVEs that affect
@@ -104,10 +94,10 @@ func (x *Index) QueryPackages(ctx context.Context, cat cve.Catalog, pkgs []sbom.
 // one, holds installed), in the order the sources first appear. Without
 // an installed version, or when it does not parse, every source's atoms
 // are candidates and the least fixed version wins.
-func sourceFixes(rec *cve.Record, ecosystem, product, installed string) []SourceFix {
+func sourceFixes(rec *cve.Record, ecosystem, product, installed string) []cve.Atom {
 	v, verr := version.Parse(ecosystem, installed)
 	best := map[string]int{}
-	var out []SourceFix
+	var out []cve.Atom
 	var fixed []version.Version
 	for _, p := range rec.Remediation.Products {
 		if p.Ecosystem != ecosystem || p.Product != product {
@@ -131,21 +121,19 @@ func sourceFixes(rec *cve.Record, ecosystem, product, installed string) []Source
 					}
 				}
 			}
-			sf := SourceFix{FixedVersion: a.FixedVersion, AffectedRange: a.AffectedRange,
-				AdvisoryID: a.AdvisoryID, SourceURL: a.SourceURL, Source: a.Source, License: a.License}
 			i, seen := best[a.Source]
 			switch {
 			case !seen:
 				best[a.Source] = len(out)
-				out = append(out, sf)
+				out = append(out, a)
 				fixed = append(fixed, fv)
 			case less(fv, fixed[i]):
-				out[i], fixed[i] = sf, fv
+				out[i], fixed[i] = a, fv
 			}
 		}
 	}
 	if out == nil {
-		out = []SourceFix{}
+		out = []cve.Atom{}
 	}
 	return out
 }

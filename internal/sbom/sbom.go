@@ -111,14 +111,20 @@ func Parse(data []byte) (*Document, error) {
 		if err := Check(p); err != nil {
 			return nil, errs.Invalidf("component %s: %s", c.label(), errs.Message(err))
 		}
-		key := p
-		key.PURL = ""
-		if !seen[key] {
-			seen[key] = true
-			doc.Packages = append(doc.Packages, p)
-		}
+		doc.add(p, seen)
 	}
 	return doc, nil
+}
+
+// add appends p to the packages unless seen holds the same package
+// (whatever its purl's spelling).
+func (d *Document) add(p Package, seen map[Package]bool) {
+	key := p
+	key.PURL = ""
+	if !seen[key] {
+		seen[key] = true
+		d.Packages = append(d.Packages, p)
+	}
 }
 
 // label names a component in a message: its reference and name.
@@ -238,12 +244,7 @@ func ParseList(data []byte) (*Document, error) {
 		if err != nil {
 			return nil, errs.Invalidf("line %d: %s", i+1, errs.Message(err))
 		}
-		key := p
-		key.PURL = ""
-		if !seen[key] {
-			seen[key] = true
-			doc.Packages = append(doc.Packages, p)
-		}
+		doc.add(p, seen)
 	}
 	return doc, nil
 }
