@@ -136,6 +136,7 @@ func TestQueryPackagesRefuses(t *testing.T) {
 		{"purl and name", `{"packages":[{"purl":"pkg:pypi/django@4.2.0","name":"django"}]}`, "beside a purl", validRequest},
 		{"two versions", `{"packages":[{"purl":"pkg:pypi/django@4.2.0","version":"4.2.1"}]}`, "beside the purl's", validRequest},
 		{"name without ecosystem", `{"packages":[{"name":"django","version":"1"}]}`, `"ecosystem" and "name"`, validRequest},
+		{"distribution without release", `{"packages":[{"purl":"pkg:deb/debian/openssl@3.0.11-1"}]}`, "ecosystem Debian needs its release, such as Debian:12", validRequest},
 		{"too many", `{"packages":[` + strings.Join(many, ",") + `]}`, "want 1 to 100", invalidRequest},
 		{"none", `{"packages":[]}`, "want 1 to 100", invalidRequest},
 		{"no packages", `{}`, `no "packages"`, invalidRequest},

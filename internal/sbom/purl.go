@@ -127,6 +127,21 @@ func release(distro string) string {
 	return d
 }
 
+// releaseEcosystems are the ecosystems whose catalog products are named per
+// release ("Debian:12", "Alpine:v3.19"): a package without its release
+// would find nothing, so Check refuses it.
+var releaseEcosystems = map[string]string{
+	"Debian": "Debian:12", "Ubuntu": "Ubuntu:22.04:LTS", "Alpine": "Alpine:v3.19",
+	"AlmaLinux": "AlmaLinux:9", "Rocky Linux": "Rocky Linux:9",
+}
+
+// needsRelease returns an example of the ecosystem with a release when
+// eco is one of releaseEcosystems without one.
+func needsRelease(eco string) (example string, ok bool) {
+	example, ok = releaseEcosystems[eco]
+	return example, ok
+}
+
 // Check returns an errs.ErrInvalid error naming what is wrong with a
 // package to match: no name, an ecosystem whose versions Patchline does
 // not compare, a version that does not parse under the ecosystem's rules.
@@ -140,6 +155,10 @@ func Check(p Package) error {
 		return errs.Invalidf("package name longer than 1024 bytes")
 	case !version.Known(p.Ecosystem):
 		return errs.Invalidf("package %q: unknown ecosystem %q", clip(p.Name), clip(p.Ecosystem))
+	}
+	if example, ok := needsRelease(p.Ecosystem); ok {
+		return errs.Invalidf("package %q: ecosystem %s needs its release, such as %s (in a purl, a distro qualifier: ?distro=bookworm)",
+			clip(p.Name), p.Ecosystem, example)
 	}
 	if p.Version != "" {
 		if _, err := version.Parse(p.Ecosystem, p.Version); err != nil {

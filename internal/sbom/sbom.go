@@ -108,6 +108,11 @@ func Parse(data []byte) (*Document, error) {
 		if p.Version == "" {
 			p.Version = c.version
 		}
+		if _, ok := needsRelease(p.Ecosystem); ok {
+			doc.Skipped = append(doc.Skipped, Skipped{Name: c.name, Version: c.version, PURL: c.purl,
+				Reason: "the purl names no release of " + p.Ecosystem + " (a distro qualifier)"})
+			continue
+		}
 		if err := Check(p); err != nil {
 			return nil, errs.Invalidf("component %s: %s", c.label(), errs.Message(err))
 		}

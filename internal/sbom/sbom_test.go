@@ -114,6 +114,7 @@ func TestParseSkipsAndDeduplicates(t *testing.T) {
 		`{"type":"library","name":"tool","version":"1","purl":"pkg:generic/tool@1"}`,
 		`{"type":"file","name":"readme.txt"}`,
 		`{"type":"library","name":"requests","version":"2.31.0","purl":"pkg:pypi/requests"}`,
+		`{"type":"library","name":"openssl","version":"3.0.11-1","purl":"pkg:deb/debian/openssl@3.0.11-1"}`,
 	))
 	if err != nil {
 		t.Fatal(err)
@@ -128,6 +129,7 @@ func TestParseSkipsAndDeduplicates(t *testing.T) {
 	wantSkipped := []Skipped{
 		{Name: "tool", Version: "1", PURL: "pkg:generic/tool@1", Reason: "the purl's type names no ecosystem of the catalog"},
 		{Name: "readme.txt", Reason: "no purl"},
+		{Name: "openssl", Version: "3.0.11-1", PURL: "pkg:deb/debian/openssl@3.0.11-1", Reason: "the purl names no release of Debian (a distro qualifier)"},
 	}
 	if diff := cmp.Diff(wantSkipped, doc.Skipped); diff != "" {
 		t.Errorf("skipped (-want +got):\n%s", diff)
