@@ -2,6 +2,7 @@ package lookupapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/errs"
+	"github.com/patchline/patchline/internal/exposure"
 )
 
 // querySeeds are query strings of GET /cve: the examples of the
@@ -50,7 +52,12 @@ var querySeeds = []string{
 // fuzzServer returns a server over the test records.
 func fuzzServer(tb testing.TB) *Server {
 	tb.Helper()
-	srv, err := New(Config{Catalog: memCatalog(testRecords()...)})
+	cat := memCatalog(testRecords()...)
+	idx := exposure.NewIndex()
+	if _, err := idx.Refresh(context.Background(), cat); err != nil {
+		tb.Fatal(err)
+	}
+	srv, err := New(Config{Catalog: cat, Packages: idx})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -259,6 +266,14 @@ func FuzzRequest(f *testing.F) {
 		{"GET", "/cve/cve-2021-44228", "", nil},
 		{"GET", "/cve/%ff", "", nil},
 		{"GET", "/healthz", "", nil},
+		{"POST", "/osv/v1/query", "", []byte(`{"package":{"purl":"pkg:maven/org.apache.logging.log4j/log4j-core@2.14.1"}}`)},
+		{"POST", "/osv/v1/querybatch", "", []byte(`{"queries":[{"package":{"name":"log4j","ecosystem":"Debian:10"},"version":"2.11.1-2"}]}`)},
+		{"GET", "/osv/v1/vulns/GHSA-jfh8-c2jp-5v3q", "", nil},
+		{"GET", "/osv/v1/vulns/CVE-2021-44228", "", nil},
+		{"POST", "/api/v1/packages/query", "", []byte(`{"packages":[{"purl":"pkg:deb/debian/apache-log4j2@2.11.1-2?distro=buster"}]}`)},
+		{"POST", "/api/v1/sbom", "", []byte(`{"bomFormat":"CycloneDX","specVersion":"1.5","components":[{"type":"library","name":"x","purl":"pkg:pypi/x@1.0"}]}`)},
+		{"GET", "/packages?purl=pkg%3Apypi%2Fdjango%404.2.0", "", nil},
+		{"POST", "/packages", "", []byte("--b\r\nContent-Disposition: form-data; name=\"sbom\"; filename=\"a.json\"\r\n\r\n{}\r\n--b--\r\n")},
 	} {
 		f.Add(s.method, s.target, s.header, s.body)
 	}
