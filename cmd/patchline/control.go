@@ -48,9 +48,10 @@ func (m *Main) openControl(ctx context.Context) (http.Handler, error) {
 	if m.catalog != nil {
 		exp = exposure.NewService(m.catalog, store, logger.With("component", "exposure"))
 		if m.index != nil {
-			// The lookup listener's package queries read the index: it is
-			// built at once, and follows the catalog within seconds.
-			exp.Index, exp.WaitForAgents, exp.CatalogPoll = m.index, false, 5*time.Second
+			// The lookup listener's package queries read the index too: it
+			// is built at their first request (or the fleet's first
+			// agent), and follows the catalog within seconds.
+			exp.Index, exp.CatalogPoll = m.index, 5*time.Second
 		}
 		go exp.Run(ctx)
 	}

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -33,6 +34,9 @@ type Index struct {
 	advisories map[string][]*cveEntry
 	// built is true once a Refresh has completed.
 	built bool
+	// wanted is set by Want: a reader other than the agents' evaluation
+	// asked for the index.
+	wanted atomic.Bool
 	// refresh serializes Refresh, the only user of pool.
 	refresh sync.Mutex
 	pool    pool
@@ -177,6 +181,13 @@ func (x *Index) Built() bool {
 	defer x.mu.RUnlock()
 	return x.built
 }
+
+// Want records that a reader needs the index (a package query before the
+// first build), so that a Service waiting for agents builds it now.
+func (x *Index) Want() { x.wanted.Store(true) }
+
+// Wanted reports whether Want was called.
+func (x *Index) Wanted() bool { return x.wanted.Load() }
 
 // CVE returns what the index knows of a CVE: its risk and the time the
 // catalog last modified its record. ok is false for a CVE the index does

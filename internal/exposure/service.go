@@ -24,11 +24,6 @@ type Service struct {
 	Poll, CatalogPoll time.Duration
 	// Batch is how many agents are evaluated per round.
 	Batch int
-	// WaitForAgents, set by NewService, builds the index only once the
-	// fleet has an agent, so that a server nobody else asks the index
-	// never pays for it. A server whose package queries read Index
-	// clears it.
-	WaitForAgents bool
 
 	mu          sync.Mutex
 	lastCatalog time.Time
@@ -41,7 +36,7 @@ func NewService(cat cve.Catalog, store Store, logger *slog.Logger) *Service {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Service{Catalog: cat, Store: store, Index: NewIndex(), Logger: logger,
-		Poll: time.Second, CatalogPoll: time.Minute, Batch: 200, WaitForAgents: true}
+		Poll: time.Second, CatalogPoll: time.Minute, Batch: 200}
 }
 
 // Run evaluates until ctx is done. Errors are logged and retried on the
@@ -52,12 +47,15 @@ func (s *Service) Run(ctx context.Context) {
 	var nextCatalog time.Time
 	for {
 		// The index of the catalog costs memory and a pass over the whole
-		// catalog: unless another reader needs it, it is built once the
-		// fleet has an agent to evaluate.
-		if s.WaitForAgents && !s.isReady() {
-			has, err := s.Store.HasAgents(ctx)
-			if err != nil && ctx.Err() == nil {
-				s.Logger.Warn("exposure: look for agents", "err", err)
+		// catalog: it is built once the fleet has an agent to evaluate or
+		// a package query wants it.
+		if !s.isReady() {
+			has := s.Index.Wanted()
+			if !has {
+				var err error
+				if has, err = s.Store.HasAgents(ctx); err != nil && ctx.Err() == nil {
+					s.Logger.Warn("exposure: look for agents", "err", err)
+				}
 			}
 			if !has {
 				select {

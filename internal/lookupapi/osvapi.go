@@ -116,6 +116,7 @@ func (s *Server) packageIndex() (*exposure.Index, error) {
 		return nil, errs.NotFoundf("package queries are not served here")
 	}
 	if !s.packages.Built() {
+		s.packages.Want()
 		return nil, errIndexBuilding
 	}
 	return s.packages, nil
