@@ -1,6 +1,7 @@
 package exposure
 
 import (
+	"slices"
 	"sort"
 	"strings"
 
@@ -94,13 +95,29 @@ func (x *Index) Match(inv device.Inventory) (findings []Finding, keys []string) 
 			}
 		}
 		// The item's version, parsed once: every entry of its keys is of
-		// its ecosystem.
+		// its ecosystem. The answer for an entry depends on its atoms
+		// only, which the index shares between the CVEs that have the
+		// same fixes for the product (a distribution's kernel erratum,
+		// a Patch Tuesday): each set of atoms is judged once.
 		installed := parseInstalled(item)
+		type judged struct {
+			f  Finding
+			ok bool
+		}
+		memo := map[*fixes]judged{}
+		findings = slices.Grow(findings, len(entries))
 		for _, en := range entries {
-			if fixedByKB[en.cveID()] {
+			if len(fixedByKB) > 0 && fixedByKB[en.cveID()] {
 				continue
 			}
-			if f, ok := matchEntry(en, item, installed); ok {
+			j, seen := memo[en.fixes]
+			if !seen {
+				j.f, j.ok = matchEntry(en, item, installed)
+				memo[en.fixes] = j
+			}
+			if j.ok {
+				f := j.f
+				f.CVEID = en.cveID()
 				findings = append(findings, f)
 			}
 		}

@@ -151,26 +151,58 @@ func (w *discardWriter) Write(b []byte) (int, error) {
 }
 
 // BenchmarkOSVQueryBatch measures POST /osv/v1/querybatch with 1,000
-// packages against an index of 30,000 synthetic CVEs over 5,000 PyPI
-// packages, each CVE with a fix on two branches of one to three packages.
+// packages, through the whole handler chain, against an index of 30,000
+// synthetic CVEs, each with a fix on two branches of one to three PyPI
+// packages:
+//
+//   - distinct-fixes: 5,000 packages, every CVE with fixes of its own
+//     (about 12 CVEs a package);
+//   - shared-fixes: 100 packages, the fixes of each drawn from 20 sets
+//     (about 600 CVEs a package), as the CVEs of one erratum, of one
+//     Patch Tuesday or of bench/gen's records made from a few templates
+//     share them.
+//
 // A query costs a map lookup and the CVEs of its package, whatever the
-// size of the catalog. It reports the p50 and p99 latency of a request.
+// size of the catalog. It reports the CPU time and the p50 and p99
+// latency of a request.
 func BenchmarkOSVQueryBatch(b *testing.B) {
-	const cves, packages = 30000, 5000
+	for _, bc := range []struct {
+		name           string
+		packages, sets int // sets: 0 for fixes of each CVE's own
+	}{
+		{"distinct-fixes", 5000, 0},
+		{"shared-fixes", 100, 20},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			benchQueryBatch(b, 30000, bc.packages, bc.sets)
+		})
+	}
+}
+
+func benchQueryBatch(b *testing.B, cves, packages, sets int) {
 	rng := rand.New(rand.NewPCG(1, 2))
+	fixesOf := func(pkg int) []cve.Atom {
+		r := rng
+		if sets > 0 {
+			r = rand.New(rand.NewPCG(uint64(pkg), uint64(rng.IntN(sets))))
+		}
+		major := 1 + r.IntN(5)
+		var atoms []cve.Atom
+		for _, minor := range []int{r.IntN(5), 5 + r.IntN(5)} {
+			fixed := fmt.Sprintf("%d.%d.%d", major, minor, 1+r.IntN(9))
+			atoms = append(atoms, cve.Atom{FixedVersion: fixed,
+				AffectedRange: ptr(fmt.Sprintf(">= %d.%d, < %s", major, minor, fixed)), Source: "GHSA", License: "CC-BY-4.0"})
+		}
+		return atoms
+	}
 	recs := make([]*cve.Record, cves)
 	for i := range recs {
 		r := &cve.Record{CVEID: fmt.Sprintf("CVE-2024-%d", 10000+i), State: cve.StatePublished,
 			ModifiedAt: date("2024-03-01T00:00:00Z"), Remediation: cve.Remediation{Available: true}}
 		for range 1 + rng.IntN(3) {
-			major := 1 + rng.IntN(5)
-			p := cve.Product{Ecosystem: "PyPI", Product: fmt.Sprintf("package-%d", rng.IntN(packages))}
-			for _, minor := range []int{rng.IntN(5), 5 + rng.IntN(5)} {
-				fixed := fmt.Sprintf("%d.%d.%d", major, minor, 1+rng.IntN(9))
-				p.Atoms = append(p.Atoms, cve.Atom{FixedVersion: fixed,
-					AffectedRange: ptr(fmt.Sprintf(">= %d.%d, < %s", major, minor, fixed)), Source: "GHSA", License: "CC-BY-4.0"})
-			}
-			r.Remediation.Products = append(r.Remediation.Products, p)
+			pkg := rng.IntN(packages)
+			r.Remediation.Products = append(r.Remediation.Products,
+				cve.Product{Ecosystem: "PyPI", Product: fmt.Sprintf("package-%d", pkg), Atoms: fixesOf(pkg)})
 		}
 		recs[i] = r
 	}
