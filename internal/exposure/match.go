@@ -1,7 +1,6 @@
 package exposure
 
 import (
-	"slices"
 	"sort"
 	"strings"
 
@@ -105,7 +104,6 @@ func (x *Index) Match(inv device.Inventory) (findings []Finding, keys []string) 
 			ok bool
 		}
 		memo := map[*fixes]judged{}
-		findings = slices.Grow(findings, len(entries))
 		for _, en := range entries {
 			if len(fixedByKB) > 0 && fixedByKB[en.cveID()] {
 				continue
