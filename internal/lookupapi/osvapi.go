@@ -55,7 +55,6 @@ var grpcCodes = map[int]int{
 	http.StatusBadRequest:            3,  // INVALID_ARGUMENT
 	http.StatusNotFound:              5,  // NOT_FOUND
 	http.StatusRequestEntityTooLarge: 3,  // INVALID_ARGUMENT
-	http.StatusTooManyRequests:       8,  // RESOURCE_EXHAUSTED
 	http.StatusServiceUnavailable:    14, // UNAVAILABLE
 	http.StatusInternalServerError:   13, // INTERNAL
 }
