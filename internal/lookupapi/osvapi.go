@@ -446,16 +446,25 @@ func (s *Server) advisoryOSV(ctx context.Context, idx *exposure.Index, id string
 			return nil, err
 		}
 		cves = append(cves, rec)
+		// The advisory's fixes, each product once: an erratum gives the
+		// same fixes for each of its CVEs.
 		for _, p := range rec.Remediation.Products {
-			prod := cve.Product{Ecosystem: p.Ecosystem, Product: p.Product}
 			for _, a := range p.Atoms {
-				if a.AdvisoryID != nil && strings.EqualFold(strings.TrimSpace(*a.AdvisoryID), id) {
-					adv.CVEID = strings.TrimSpace(*a.AdvisoryID) // as the source spells it
+				if a.AdvisoryID == nil || !strings.EqualFold(strings.TrimSpace(*a.AdvisoryID), id) {
+					continue
+				}
+				adv.CVEID = strings.TrimSpace(*a.AdvisoryID) // as the source spells it
+				i := slices.IndexFunc(adv.Remediation.Products, func(q cve.Product) bool {
+					return q.Ecosystem == p.Ecosystem && q.Product == p.Product
+				})
+				if i < 0 {
+					i = len(adv.Remediation.Products)
+					adv.Remediation.Products = append(adv.Remediation.Products, cve.Product{Ecosystem: p.Ecosystem, Product: p.Product})
+				}
+				prod := &adv.Remediation.Products[i]
+				if !slices.ContainsFunc(prod.Atoms, func(b cve.Atom) bool { return sameFix(a, b) }) {
 					prod.Atoms = append(prod.Atoms, a)
 				}
-			}
-			if len(prod.Atoms) > 0 {
-				adv.Remediation.Products = append(adv.Remediation.Products, prod)
 			}
 		}
 		for _, d := range rec.DataSources {
@@ -497,6 +506,14 @@ func (s *Server) advisoryOSV(ctx context.Context, idx *exposure.Index, id string
 		}
 	}
 	return v, nil
+}
+
+// sameFix reports whether two atoms say the same fix, from the same
+// source.
+func sameFix(a, b cve.Atom) bool {
+	eq := func(x, y *string) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
+	return a.FixedVersion == b.FixedVersion && a.Source == b.Source && a.KB == b.KB &&
+		eq(a.AffectedRange, b.AffectedRange) && eq(a.SourceURL, b.SourceURL)
 }
 
 // appendOSV appends the compact protobuf JSON of an OSV document, with

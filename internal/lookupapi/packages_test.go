@@ -317,12 +317,19 @@ func TestOSVErrors(t *testing.T) {
 // fixes it.
 func TestOSVVulnByAdvisory(t *testing.T) {
 	recs := packageRecords()
-	// An erratum that fixes two CVEs.
+	// An erratum that fixes two CVEs, one of them in two packages, one
+	// of which the other CVE shares with the same fix.
 	for _, id := range []string{"CVE-2023-0001", "CVE-2023-0002"} {
 		for _, r := range recs {
 			if r.CVEID == id {
 				r.Remediation.Products[0].Atoms[0].AdvisoryID = ptr("ALSA-2023:5455")
 			}
+		}
+	}
+	for _, r := range recs {
+		if r.CVEID == "CVE-2023-0002" {
+			shared := recs[1].Remediation.Products[0]
+			r.Remediation.Products = append(r.Remediation.Products, shared)
 		}
 	}
 	a := newPackagesTest(t, false, recs...)
