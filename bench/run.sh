@@ -120,7 +120,7 @@ say ""
 say "## Go benchmarks"
 say ""
 say '```'
-$GO test -run '^$' -bench 'GetRecord|BareHandler|List|Bulk' -benchtime 2s -benchmem ./internal/lookupapi | grep -E '^Benchmark' | tee -a "$OUT"
+$GO test -run '^$' -bench 'GetRecord|BareHandler|List|Bulk|OSVQueryBatch' -benchtime 2s -benchmem ./internal/lookupapi | grep -E '^Benchmark' | tee -a "$OUT"
 $GO test -run '^$' -bench 'CheckIn/sqlite' -benchtime 5000x ./internal/control/sqlstore | grep -E '^Benchmark' | tee -a "$OUT"
 say '```'
 say ""

@@ -287,8 +287,12 @@ func cveMain(args []string) {
 	coldReqs = capture(client, api, coldReqs)
 	recReqs = capture(client, api, recReqs)
 	batchReqs = capture(client, api, batchReqs)
+	// The OSV API's querybatch: 1,000 packages of the catalog's fixes each,
+	// at their fixed versions, once the server's package index is built.
+	waitForPackageIndex(client, *base)
+	osvReqs := capture(client, *base, querybatchRequests(rng, batchReqs, 20))
 
-	all := slices.Concat(recReqs, coldReqs, listReqs, batchReqs, bulkReqs)
+	all := slices.Concat(recReqs, coldReqs, listReqs, batchReqs, bulkReqs, osvReqs)
 	b := startBare(all, "/api/v1")
 	bareAPI := b.addr + "/api/v1"
 
@@ -300,6 +304,9 @@ func cveMain(args []string) {
 	mix(fmt.Sprintf("GET /cve/{id} (%d ids of the whole catalog)", len(coldReqs)), coldReqs, *conns, *dur)
 	mix(fmt.Sprintf("GET /cve?… limit=50 (%d queries)", len(listReqs)), listReqs, *queryConns, *dur)
 	mix("POST /cve/batch (100 ids)", batchReqs, *queryConns, *dur)
+	if len(osvReqs) > 0 {
+		interleaved("POST /osv/v1/querybatch (1,000 packages)", *base, b.addr, osvReqs, *queryConns, *dur, *rounds, *seed)
+	}
 	ra, rb := mix("GET /cve/bulk.jsonl", bulkReqs, 1, *dur)
 	fmt.Printf("\nbulk.jsonl: %.1f MB per stream; lookup API %.0f MB/s, bare handler %.0f MB/s (%.0f%%)\n",
 		float64(len(bulk.resp))/1e6, float64(ra.bytes)/1e6/ra.elapsed.Seconds(), float64(rb.bytes)/1e6/rb.elapsed.Seconds(),
@@ -307,6 +314,95 @@ func cveMain(args []string) {
 	if *pid > 0 {
 		fmt.Printf("serve RSS after the runs: %s, peak %s\n", procStatus(*pid, "VmRSS"), procStatus(*pid, "VmHWM"))
 	}
+}
+
+// osvEcosystems are the ecosystems whose fixes querybatchRequests asks
+// about, by the part of the name before any ':'.
+var osvEcosystems = map[string]bool{"PyPI": true, "npm": true, "Go": true, "Maven": true, "crates.io": true,
+	"RubyGems": true, "NuGet": true, "Packagist": true, "Debian": true, "Ubuntu": true, "AlmaLinux": true, "Alpine": true}
+
+// querybatchRequests returns n querybatch requests of 1,000 packages each,
+// picked from the products of the records the batch requests captured,
+// each at one of the versions that fix it.
+func querybatchRequests(rng *rand.Rand, batches []*request, n int) []*request {
+	type pkg struct{ eco, name, version string }
+	var pkgs []pkg
+	for _, r := range batches {
+		var resp struct {
+			Results []struct {
+				Remediation struct {
+					Products []struct {
+						Ecosystem, Product string
+						Atoms              []struct {
+							FixedVersion string `json:"fixedVersion"`
+							Unparsed     bool   `json:"unparsedVersion"`
+						}
+					}
+				}
+			}
+		}
+		json.Unmarshal(r.resp, &resp)
+		for _, rec := range resp.Results {
+			for _, p := range rec.Remediation.Products {
+				base, _, _ := strings.Cut(p.Ecosystem, ":")
+				for _, a := range p.Atoms {
+					if osvEcosystems[base] && !a.Unparsed && a.FixedVersion != "" {
+						pkgs = append(pkgs, pkg{p.Ecosystem, p.Product, a.FixedVersion})
+					}
+				}
+			}
+		}
+	}
+	if len(pkgs) == 0 {
+		log.Printf("no package of an OSV ecosystem in the captured records: querybatch not measured")
+		return nil
+	}
+	// Each package as likely as any other, as in an SBOM, whatever the
+	// number of its fixes: one version of each, picked among its fixes.
+	byName := map[[2]string][]string{}
+	var names [][2]string
+	for _, p := range pkgs {
+		k := [2]string{p.eco, p.name}
+		if _, ok := byName[k]; !ok {
+			names = append(names, k)
+		}
+		byName[k] = append(byName[k], p.version)
+	}
+	var out []*request
+	for range n {
+		var b struct {
+			Queries []map[string]any `json:"queries"`
+		}
+		for range 1000 {
+			k := names[rng.IntN(len(names))]
+			versions := byName[k]
+			b.Queries = append(b.Queries, map[string]any{"package": map[string]string{"ecosystem": k[0], "name": k[1]},
+				"version": versions[rng.IntN(len(versions))]})
+		}
+		body, _ := json.Marshal(b)
+		out = append(out, &request{method: "POST", path: "/osv/v1/querybatch", body: body})
+	}
+	return out
+}
+
+// waitForPackageIndex waits, up to ten minutes, until the server's
+// package index, built in the background after it starts, answers.
+func waitForPackageIndex(client *http.Client, base string) {
+	start := time.Now()
+	for time.Since(start) < 10*time.Minute {
+		resp, err := client.Post(base+"/osv/v1/querybatch", "application/json", strings.NewReader(`{"queries":[]}`))
+		if err != nil {
+			log.Fatalf("querybatch: %v", err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			log.Printf("package index ready after %.0f s", time.Since(start).Seconds())
+			return
+		}
+		time.Sleep(time.Second)
+	}
+	log.Printf("the package index was not ready within ten minutes")
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/1e6) }

@@ -65,6 +65,12 @@ func (m *Main) openControl(ctx context.Context) (http.Handler, error) {
 	var exp *exposure.Service
 	if m.catalog != nil {
 		exp = exposure.NewService(m.catalog, store, logger.With("component", "exposure"))
+		if m.index != nil {
+			// The lookup listener's package queries read the index too: it
+			// is built at their first request (or the fleet's first
+			// agent), and follows the catalog within seconds.
+			exp.Index, exp.CatalogPoll = m.index, 5*time.Second
+		}
 		go exp.Run(ctx)
 	}
 	go alert.NewService(store, store, m.catalog, logger.With("component", "alerts")).Run(ctx)

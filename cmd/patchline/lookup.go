@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/patchline/patchline/internal/exposure"
 	"github.com/patchline/patchline/internal/lookupapi"
 	"github.com/patchline/patchline/internal/ratelimit"
 	"github.com/patchline/patchline/internal/sources"
@@ -33,6 +34,10 @@ func (m *Main) openLookup(ctx context.Context) (http.Handler, error) {
 		return nil, err
 	}
 	m.catalog = db
+	// One index of the catalog's fixes serves the package queries of this
+	// listener and the exposure of the control service's agents, which
+	// keeps it fresh (openControl).
+	m.index = exposure.NewIndex()
 	var limiter ratelimit.Limiter
 	switch {
 	case rate.N == 0:
@@ -115,6 +120,7 @@ func (m *Main) openLookup(ctx context.Context) (http.Handler, error) {
 		Registry:   reg,
 		Status:     upstream.StatusHandler(db, db, statusOpt),
 		Sources:    reporter,
+		Packages:   m.index,
 	})
 }
 

@@ -66,6 +66,11 @@ func run(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "usage: patchline %s %s\n", args[0], cmd.usage)
 		return 2
 	}
+	var exit *exitError
+	if errors.As(err, &exit) {
+		fmt.Fprintf(env.Stderr, "patchline %s: %v\n", args[0], err)
+		return exit.code
+	}
 	fmt.Fprintf(env.Stderr, "patchline %s: %v\n", args[0], err)
 	return 1
 }

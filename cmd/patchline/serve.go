@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/patchline/patchline/internal/cve"
+	"github.com/patchline/patchline/internal/exposure"
 	"github.com/patchline/patchline/internal/lookupapi"
 	"github.com/patchline/patchline/internal/upstream"
 	"github.com/patchline/patchline/internal/wakeup"
@@ -196,6 +197,9 @@ type Main struct {
 	// catalog is the catalog openLookup opened, which the control
 	// service reads for endpoint exposure.
 	catalog cve.Catalog
+	// index is the package index of the catalog, which the lookup API's
+	// package queries read and the exposure service refreshes.
+	index *exposure.Index
 
 	// wakeup holds the agents' long polls of the control listener.
 	wakeup *wakeup.Hub

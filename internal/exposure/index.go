@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -27,6 +28,15 @@ type Index struct {
 	mu       sync.RWMutex
 	products map[string][]entry // by Key
 	cves     map[string]*cveEntry
+	// advisories are the CVEs whose atoms name an advisory (GHSA,
+	// PYSEC, RUSTSEC, GO, DSA, ALSA ...), by the advisory's id in upper
+	// case.
+	advisories map[string][]*cveEntry
+	// built is true once a Refresh has completed.
+	built bool
+	// wanted is set by Want: a reader other than the agents' evaluation
+	// asked for the index.
+	wanted atomic.Bool
 	// refresh serializes Refresh, the only user of pool.
 	refresh sync.Mutex
 	pool    pool
@@ -34,9 +44,10 @@ type Index struct {
 
 // cveEntry is what the index knows of one CVE.
 type cveEntry struct {
-	modified time.Time
-	risk     Risk
-	products []*fixes
+	modified   time.Time
+	risk       Risk
+	products   []*fixes
+	advisories []string // the ids of advisories its atoms name
 }
 
 // keys returns the product keys of e's entries.
@@ -160,7 +171,49 @@ func (p *pool) rangeOf(ecosystem, s string) ([]bound, bool) {
 
 // NewIndex returns an empty index.
 func NewIndex() *Index {
-	return &Index{products: map[string][]entry{}, cves: map[string]*cveEntry{}}
+	return &Index{products: map[string][]entry{}, cves: map[string]*cveEntry{}, advisories: map[string][]*cveEntry{}}
+}
+
+// Built reports whether the index has been refreshed from the catalog at
+// least once: before that it knows no CVE.
+func (x *Index) Built() bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.built
+}
+
+// Want records that a reader needs the index (a package query before the
+// first build), so that a Service waiting for agents builds it now.
+func (x *Index) Want() { x.wanted.Store(true) }
+
+// Wanted reports whether Want was called.
+func (x *Index) Wanted() bool { return x.wanted.Load() }
+
+// CVE returns what the index knows of a CVE: its risk and the time the
+// catalog last modified its record. ok is false for a CVE the index does
+// not hold (unknown to the catalog, or naming no fix).
+func (x *Index) CVE(id string) (risk Risk, modified time.Time, ok bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	e, ok := x.cves[id]
+	if !ok {
+		return Risk{}, time.Time{}, false
+	}
+	return e.risk, e.modified, true
+}
+
+// Advisory returns the CVEs whose fixes an advisory gives (its id in any
+// case: GHSA-…, PYSEC-…, RUSTSEC-…, GO-…, DSA-…, ALSA-…), in CVE id order,
+// none for an advisory the index does not know.
+func (x *Index) Advisory(id string) []string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	var out []string
+	for _, e := range x.advisories[strings.ToUpper(strings.TrimSpace(id))] {
+		out = append(out, e.risk.CVEID)
+	}
+	slices.SortFunc(out, cve.Compare)
+	return out
 }
 
 // Len returns the number of CVEs in the index.
@@ -211,7 +264,10 @@ func (x *Index) Refresh(ctx context.Context, cat cve.Catalog) (Update, error) {
 		if old == nil && !s.HasRemediation {
 			return nil
 		}
-		var products []*fixes
+		var (
+			products   []*fixes
+			advisories []string
+		)
 		if s.HasRemediation {
 			r, err := cat.Record(ctx, s.CVEID)
 			if errors.Is(err, errs.ErrNotFound) {
@@ -222,6 +278,7 @@ func (x *Index) Refresh(ctx context.Context, cat cve.Catalog) (Update, error) {
 			}
 			up.Records++
 			products = x.pool.productsOf(r)
+			advisories = x.pool.advisoriesOf(r)
 			if r.Description != nil {
 				risk.Description = *r.Description
 			}
@@ -237,7 +294,7 @@ func (x *Index) Refresh(ctx context.Context, cat cve.Catalog) (Update, error) {
 		if len(products) == 0 {
 			return nil
 		}
-		e := &cveEntry{risk: risk, products: products}
+		e := &cveEntry{risk: risk, products: products, advisories: advisories}
 		if s.ModifiedAt != nil {
 			e.modified = *s.ModifiedAt
 		}
@@ -263,6 +320,7 @@ func (x *Index) Refresh(ctx context.Context, cat cve.Catalog) (Update, error) {
 	if inserted {
 		x.compact()
 	}
+	x.built = true
 	x.mu.Unlock()
 	for k := range changed {
 		up.Keys = append(up.Keys, k)
@@ -284,6 +342,9 @@ func (x *Index) insert(e *cveEntry) []string {
 		}
 	}
 	x.cves[e.risk.CVEID] = e
+	for _, a := range e.advisories {
+		x.advisories[a] = append(x.advisories[a], e)
+	}
 	return keys
 }
 
@@ -303,6 +364,14 @@ func (x *Index) remove(e *cveEntry) {
 		}
 	}
 	delete(x.cves, e.risk.CVEID)
+	for _, a := range e.advisories {
+		list := slices.DeleteFunc(x.advisories[a], func(o *cveEntry) bool { return o == e })
+		if len(list) == 0 {
+			delete(x.advisories, a)
+		} else {
+			x.advisories[a] = list
+		}
+	}
 }
 
 // compact gives back the room that appends left at the end of the
@@ -362,6 +431,23 @@ func (p *pool) productsOf(r *cve.Record) []*fixes {
 		out = append(out, f)
 	}
 	return out
+}
+
+// advisoriesOf returns the ids of the advisories the atoms of a record
+// name, in upper case, each once: not the CVE itself, nor a KB (an
+// update), nor a free-form note.
+func (p *pool) advisoriesOf(r *cve.Record) []string {
+	var out []string
+	for _, prod := range r.Remediation.Products {
+		for _, a := range prod.Atoms {
+			id := strings.ToUpper(strings.TrimSpace(deref(a.AdvisoryID)))
+			if id == "" || id == r.CVEID || id == strings.ToUpper(a.KB) || strings.ContainsAny(id, " \t\n") || slices.Contains(out, id) {
+				continue
+			}
+			out = append(out, p.str(id))
+		}
+	}
+	return slices.Clip(out)
 }
 
 // atom returns the pool's atom for a of a product of ecosystem.
@@ -472,10 +558,15 @@ func contains(bounds []bound, v version.Version) (bool, error) {
 //     x64-based Systems".
 //   - Desktop and Vendor: letters and digits only, case folded: "7-Zip"
 //     finds "7zip" and "Google Chrome" finds "googlechrome".
+//   - PyPI: normalized as PEP 503 says, runs of "-", "_" and "." as one
+//     "-", case folded: "Django_Rest.Framework" finds
+//     "django-rest-framework".
 //   - Every other ecosystem (distributions, language packages): case
 //     folded.
 func Key(ecosystem, name string) string {
 	switch ecosystem {
+	case "PyPI":
+		return ecosystem + "\x00" + pep503(name)
 	case "Windows", "Microsoft":
 		p, _ := windowsProduct(name)
 		return ecosystem + "\x00" + strings.ToLower(p)
@@ -511,6 +602,24 @@ func containsString(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// pep503 returns the normalized name of a Python package.
+func pep503(name string) string {
+	var b strings.Builder
+	sep := false
+	for _, r := range strings.ToLower(name) {
+		if r == '-' || r == '_' || r == '.' {
+			sep = true
+			continue
+		}
+		if sep && b.Len() > 0 {
+			b.WriteByte('-')
+		}
+		sep = false
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 func alnum(s string) string {

@@ -20,8 +20,9 @@ import (
 //
 //  1. Windows and Microsoft: an installed update (KB) that an atom of the
 //     CVE names, for any of the item's products, means the item is fixed.
-//  2. An installed version that does not parse under the ecosystem's rules
-//     is Unknown, never fixed.
+//  2. An installed version that does not parse under the ecosystem's rules,
+//     or none at all (a question about every CVE of a package), is
+//     Unknown, never fixed.
 //  3. When every atom whose fixed version parses also has an affected
 //     range that parses ("< 2.3.1", ">= 2.4, < 2.12.2", ">= 2.13.0,
 //     < 2.15.0"), the item is affected exactly when its version lies in
@@ -53,7 +54,10 @@ func (x *Index) Match(inv device.Inventory) (findings []Finding, keys []string) 
 			names = append(names, item.Source)
 		}
 		var entries []entry
-		done := map[entry]bool{}
+		var done map[entry]bool // with a source package, the entries of both names once
+		if len(names) > 1 {
+			done = map[entry]bool{}
+		}
 		for _, name := range names {
 			k := Key(item.Ecosystem, name)
 			if !seenKey[k] {
@@ -61,10 +65,12 @@ func (x *Index) Match(inv device.Inventory) (findings []Finding, keys []string) 
 				keys = append(keys, k)
 			}
 			for _, en := range x.products[k] {
-				if done[en] {
-					continue
+				if done != nil {
+					if done[en] {
+						continue
+					}
+					done[en] = true
 				}
-				done[en] = true
 				if en.arch != "" {
 					if a := normArch(item.Arch); a != "" && a != en.arch {
 						continue
@@ -78,17 +84,38 @@ func (x *Index) Match(inv device.Inventory) (findings []Finding, keys []string) 
 		// Windows release.
 		fixedByKB := map[string]bool{}
 		for _, en := range entries {
+			if len(kbs) == 0 {
+				break
+			}
 			for _, a := range en.atoms {
 				if a.kb != "" && kbs[normKB(a.kb)] {
 					fixedByKB[en.cveID()] = true
 				}
 			}
 		}
+		// The item's version, parsed once: every entry of its keys is of
+		// its ecosystem. The answer for an entry depends on its atoms
+		// only, which the index shares between the CVEs that have the
+		// same fixes for the product (a distribution's kernel erratum,
+		// a Patch Tuesday): each set of atoms is judged once.
+		installed := parseInstalled(item)
+		type judged struct {
+			f  Finding
+			ok bool
+		}
+		memo := map[*fixes]judged{}
 		for _, en := range entries {
-			if fixedByKB[en.cveID()] {
+			if len(fixedByKB) > 0 && fixedByKB[en.cveID()] {
 				continue
 			}
-			if f, ok := matchEntry(en, item); ok {
+			j, seen := memo[en.fixes]
+			if !seen {
+				j.f, j.ok = matchEntry(en, item, installed)
+				memo[en.fixes] = j
+			}
+			if j.ok {
+				f := j.f
+				f.CVEID = en.cveID()
 				findings = append(findings, f)
 			}
 		}
@@ -138,11 +165,27 @@ func normKB(id string) string {
 	return id
 }
 
-// matchEntry applies the rule of Match to one item and one CVE's product.
-// Match has applied rule 1 already.
-func matchEntry(en entry, item device.Software) (Finding, bool) {
+// installed is the version of an inventory item, parsed under the rules
+// of its ecosystem.
+type installed struct {
+	v   version.Version
+	err error
+}
+
+func parseInstalled(item device.Software) installed {
+	v, err := version.Parse(item.Ecosystem, item.Version)
+	return installed{v, err}
+}
+
+// matchEntry applies the rule of Match to one item, its version parsed,
+// and one CVE's product. Match has applied rule 1 already.
+func matchEntry(en entry, item device.Software, in installed) (Finding, bool) {
 	f := Finding{CVEID: en.cveID(), Ecosystem: en.ecosystem, Product: en.product, Package: item.Name, Installed: item.Version}
-	v, err := version.Parse(en.ecosystem, item.Version)
+	if item.Version == "" {
+		f.Status, f.Reason = Unknown, "no installed version is given"
+		return f, true
+	}
+	v, err := in.v, in.err
 	if err != nil {
 		f.Status, f.Reason = Unknown, "the installed version does not parse under the "+en.ecosystem+" rules"
 		return f, true
@@ -155,7 +198,7 @@ func matchEntry(en entry, item device.Software) (Finding, bool) {
 			incomparable = true
 			continue
 		}
-		if _, err := v.Compare(a.fixed); err != nil {
+		if !v.Comparable(a.fixed) {
 			incomparable = true
 			continue
 		}

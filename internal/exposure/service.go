@@ -47,12 +47,15 @@ func (s *Service) Run(ctx context.Context) {
 	var nextCatalog time.Time
 	for {
 		// The index of the catalog costs memory and a pass over the whole
-		// catalog: it is built once the fleet has an agent to evaluate, so
-		// that a lookup-only server never pays for it.
+		// catalog: it is built once the fleet has an agent to evaluate or
+		// a package query wants it.
 		if !s.isReady() {
-			has, err := s.Store.HasAgents(ctx)
-			if err != nil && ctx.Err() == nil {
-				s.Logger.Warn("exposure: look for agents", "err", err)
+			has := s.Index.Wanted()
+			if !has {
+				var err error
+				if has, err = s.Store.HasAgents(ctx); err != nil && ctx.Err() == nil {
+					s.Logger.Warn("exposure: look for agents", "err", err)
+				}
 			}
 			if !has {
 				select {

@@ -53,3 +53,28 @@ func TestServiceWaitsForAgents(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestServiceBuildsWhenWanted runs the service without agents: a reader
+// that wants the index (a package query) makes it read the catalog.
+func TestServiceBuildsWhenWanted(t *testing.T) {
+	cat, store := &statsCatalog{}, &fleetStore{}
+	s := NewService(cat, store, nil)
+	s.Poll = 5 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	time.Sleep(50 * time.Millisecond)
+	if n := cat.calls.Load(); n != 0 {
+		t.Fatalf("the catalog was read %d times with no agent and no reader", n)
+	}
+	s.Index.Want()
+	deadline := time.Now().Add(5 * time.Second)
+	for cat.calls.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the service did not read the catalog once the index was wanted")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

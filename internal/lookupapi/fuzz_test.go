@@ -2,8 +2,10 @@ package lookupapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/errs"
+	"github.com/patchline/patchline/internal/exposure"
 )
 
 // querySeeds are query strings of GET /cve: the examples of the
@@ -49,7 +52,12 @@ var querySeeds = []string{
 // fuzzServer returns a server over the test records.
 func fuzzServer(tb testing.TB) *Server {
 	tb.Helper()
-	srv, err := New(Config{Catalog: memCatalog(testRecords()...)})
+	cat := memCatalog(testRecords()...)
+	idx := exposure.NewIndex()
+	if _, err := idx.Refresh(context.Background(), cat); err != nil {
+		tb.Fatal(err)
+	}
+	srv, err := New(Config{Catalog: cat, Packages: idx})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -258,6 +266,14 @@ func FuzzRequest(f *testing.F) {
 		{"GET", "/cve/cve-2021-44228", "", nil},
 		{"GET", "/cve/%ff", "", nil},
 		{"GET", "/healthz", "", nil},
+		{"POST", "/osv/v1/query", "", []byte(`{"package":{"purl":"pkg:maven/org.apache.logging.log4j/log4j-core@2.14.1"}}`)},
+		{"POST", "/osv/v1/querybatch", "", []byte(`{"queries":[{"package":{"name":"log4j","ecosystem":"Debian:10"},"version":"2.11.1-2"}]}`)},
+		{"GET", "/osv/v1/vulns/GHSA-jfh8-c2jp-5v3q", "", nil},
+		{"GET", "/osv/v1/vulns/CVE-2021-44228", "", nil},
+		{"POST", "/api/v1/packages/query", "", []byte(`{"packages":[{"purl":"pkg:deb/debian/apache-log4j2@2.11.1-2?distro=buster"}]}`)},
+		{"POST", "/api/v1/sbom", "", []byte(`{"bomFormat":"CycloneDX","specVersion":"1.5","components":[{"type":"library","name":"x","purl":"pkg:pypi/x@1.0"}]}`)},
+		{"GET", "/packages?purl=pkg%3Apypi%2Fdjango%404.2.0", "", nil},
+		{"POST", "/packages", "", []byte("--b\r\nContent-Disposition: form-data; name=\"sbom\"; filename=\"a.json\"\r\n\r\n{}\r\n--b--\r\n")},
 	} {
 		f.Add(s.method, s.target, s.header, s.body)
 	}
@@ -281,6 +297,72 @@ func FuzzRequest(f *testing.F) {
 		}
 		if rec.Code >= 400 && strings.HasPrefix(req.URL.Path, BasePath+"/") {
 			checkProblem(t, what, rec)
+		}
+	})
+}
+
+// FuzzOSVQuery posts bodies to the OSV API's query and querybatch: the
+// answer is 200 with OSV.dev's list shape, or a 400 problem with OSV.dev's
+// code, never a server error.
+func FuzzOSVQuery(f *testing.F) {
+	for _, s := range []string{
+		`{"package":{"name":"django","ecosystem":"PyPI"},"version":"4.2.0"}`,
+		`{"package":{"purl":"pkg:pypi/django@4.2.0"}}`,
+		`{"package":{"purl":"pkg:pypi/django"},"version":"4.2.0","page_token":"AAAAAAAAAAAAAABk"}`,
+		`{"package":{"purl":"pkg:deb/debian/openssl@3.0.11-1~deb12u2?distro=bookworm"}}`,
+		`{"package":{"name":"left-pad","ecosystem":"npm"},"version":"1.0.0","pageToken":"x"}`,
+		`{"commit":"6879efc2c1596d11a6a6ad296f80063b558d5e0f"}`,
+		`{"package":{"name":"x","ecosystem":"Windows"},"version":"10.0.22631.1"}`,
+		`{"package":{"purl":"pkg:"}}`,
+		`{"queries":[{"package":{"purl":"pkg:pypi/django@4.2.0"}},{"package":{"name":"django","ecosystem":"PyPI"},"version":"5.0.1"}]}`,
+		`{"queries":[null]}`,
+		`{"queries":[]}`,
+		`{}`,
+		``,
+	} {
+		f.Add([]byte(s))
+	}
+	recs := packageRecords()
+	for i := range osvPageSize + 5 {
+		recs = append(recs, pkgRecord(fmt.Sprintf("CVE-2024-%d", 10000+i), "npm", "left-pad", "GHSA 2.0.0"))
+	}
+	a := newPackagesTest(f, false, recs...)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, path := range []string{"/v1/query", "/v1/querybatch"} {
+			rec := httptest.NewRecorder()
+			a.srv.ServeHTTP(rec, newRequest("POST", OSVBasePath+path, bytes.NewReader(body)))
+			switch rec.Code {
+			case http.StatusOK:
+				var resp struct {
+					Vulns   []json.RawMessage `json:"vulns"`
+					Results []struct {
+						Vulns []struct {
+							ID       string `json:"id"`
+							Modified string `json:"modified"`
+						} `json:"vulns"`
+					} `json:"results"`
+				}
+				if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil {
+					t.Fatalf("%s: 200 with body %s: %v", path, rec.Body, err)
+				}
+				if len(resp.Vulns) > osvPageSize {
+					t.Fatalf("%s: %d documents on one page", path, len(resp.Vulns))
+				}
+				for _, r := range resp.Results {
+					for _, v := range r.Vulns {
+						if v.ID == "" || v.Modified == "" {
+							t.Fatalf("%s: a result without id or modified: %s", path, rec.Body)
+						}
+					}
+				}
+			case http.StatusBadRequest:
+				var p osvProblem
+				if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || p.Code != 3 || p.Message == "" || p.Status != 400 {
+					t.Fatalf("%s: 400 body %s: %v", path, rec.Body, err)
+				}
+			default:
+				t.Fatalf("%s: status %d: %s", path, rec.Code, rec.Body)
+			}
 		}
 	})
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/errs"
+	"github.com/patchline/patchline/internal/exposure"
 	"github.com/patchline/patchline/internal/httpx"
 	"github.com/patchline/patchline/internal/ratelimit"
 	"github.com/patchline/patchline/internal/sources"
@@ -56,6 +57,11 @@ type Config struct {
 	// Sources, when set, serves GET /api/v1/sources and the pages of the
 	// sources, and gives the front page its counts and source table.
 	Sources *sources.Reporter
+	// Packages, when set, answers the package queries: the OSV API under
+	// /osv, /api/v1/packages/query and /api/v1/sbom, and the package
+	// form of the search page. Its owner keeps it refreshed from
+	// Catalog; until its first build those answer 503.
+	Packages *exposure.Index
 	// MaxStreams bounds the bulk and modification streams served at
 	// once; beyond it a stream request gets 503 with Retry-After. Each
 	// stream holds a catalog read connection for as long as its client
@@ -80,7 +86,9 @@ type Server struct {
 	pages   *pages
 	status  http.Handler
 	sources *sources.Reporter
-	mux     *http.ServeMux
+	// packages is Config.Packages.
+	packages *exposure.Index
+	mux      *http.ServeMux
 	// handler is mux behind the check of clean paths: a path with
 	// empty, "." or ".." segments is a 400 rather than a redirect to
 	// another route.
@@ -119,21 +127,22 @@ func New(c Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		catalog: c.Catalog,
-		logger:  c.Logger,
-		limiter: c.Limiter,
-		proxies: c.Proxies,
-		links:   links,
-		metrics: m,
-		gather:  c.Registry,
-		pages:   p,
-		status:  c.Status,
-		sources: c.Sources,
-		mux:     http.NewServeMux(),
-		streams: make(chan struct{}, c.MaxStreams),
+		catalog:  c.Catalog,
+		logger:   c.Logger,
+		limiter:  c.Limiter,
+		proxies:  c.Proxies,
+		links:    links,
+		metrics:  m,
+		gather:   c.Registry,
+		pages:    p,
+		status:   c.Status,
+		sources:  c.Sources,
+		packages: c.Packages,
+		mux:      http.NewServeMux(),
+		streams:  make(chan struct{}, c.MaxStreams),
 	}
 	s.routes()
-	s.handler = httpx.RejectUncleanPaths(s.mux, BasePath+"/")
+	s.handler = httpx.RejectUncleanPaths(s.mux, BasePath+"/", OSVBasePath+"/")
 	return s, nil
 }
 
@@ -162,8 +171,19 @@ func (s *Server) routes() {
 		api("GET "+BasePath+"/sources", s.listSources)
 		api("GET "+BasePath+"/sources/{name}", s.getSource)
 	}
+	api("POST "+BasePath+"/packages/query", s.queryPackages)
+	api("POST "+BasePath+"/sbom", s.scanSBOM)
 	api(BasePath+"/", s.notFound)
 	s.mux.Handle("OPTIONS "+BasePath+"/", s.instrument("OPTIONS "+BasePath+"/", s.cors(http.HandlerFunc(preflight))))
+
+	osv := func(pattern string, h httpx.HandlerFunc) {
+		s.mux.Handle(pattern, s.instrument(pattern, s.cors(s.limit(s.osvHandle(h)))))
+	}
+	osv("POST "+OSVBasePath+"/v1/query", s.osvQuery)
+	osv("POST "+OSVBasePath+"/v1/querybatch", s.osvQueryBatch)
+	osv("GET "+OSVBasePath+"/v1/vulns/{id}", s.osvVuln)
+	osv(OSVBasePath+"/", s.notFound)
+	s.mux.Handle("OPTIONS "+OSVBasePath+"/", s.instrument("OPTIONS "+OSVBasePath+"/", s.cors(http.HandlerFunc(preflight))))
 
 	page := func(pattern string, h httpx.HandlerFunc) {
 		s.mux.Handle(pattern, s.instrument(pattern, s.limit(s.htmlErrors(h))))
@@ -173,6 +193,8 @@ func (s *Server) routes() {
 	if s.sources != nil {
 		page("GET /sources/{name}", s.sourcePage)
 	}
+	page("GET /packages", s.packagesPage)
+	page("POST /packages", s.packagesPage)
 	page("/", s.notFoundPage)
 
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -189,7 +211,7 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request) error {
 	for _, m := range []string{http.MethodGet, http.MethodPost} {
 		probe := r.Clone(r.Context())
 		probe.Method = m
-		if _, pattern := s.mux.Handler(probe); pattern != BasePath+"/" && pattern != "" {
+		if _, pattern := s.mux.Handler(probe); pattern != BasePath+"/" && pattern != OSVBasePath+"/" && pattern != "" {
 			allow = append(allow, m)
 			if m == http.MethodGet {
 				allow = append(allow, http.MethodHead)

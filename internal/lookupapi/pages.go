@@ -3,15 +3,20 @@ package lookupapi
 import (
 	"bytes"
 	"embed"
+	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/errs"
+	"github.com/patchline/patchline/internal/exposure"
 	"github.com/patchline/patchline/internal/httpx"
+	"github.com/patchline/patchline/internal/sbom"
 )
 
 //go:embed templates/*.html
@@ -19,8 +24,8 @@ var templateFiles embed.FS
 
 // pages are the templates of the human pages.
 type pages struct {
-	search, record, error *template.Template
-	source                *template.Template
+	search, record, error, packages *template.Template
+	source                          *template.Template
 }
 
 func newPages() (*pages, error) {
@@ -33,7 +38,8 @@ func newPages() (*pages, error) {
 		},
 	}
 	parse := func(name string, more ...string) (*template.Template, error) {
-		files := []string{"templates/layout.html", "templates/" + name}
+		// Every page may show the package forms.
+		files := []string{"templates/layout.html", "templates/packageforms.html", "templates/" + name}
 		for _, m := range more {
 			files = append(files, "templates/"+m)
 		}
@@ -55,6 +61,9 @@ func newPages() (*pages, error) {
 		return nil, err
 	}
 	if p.source, err = parse("source.html", "front.html"); err != nil {
+		return nil, err
+	}
+	if p.packages, err = parse("packages.html"); err != nil {
 		return nil, err
 	}
 	return &p, nil
@@ -182,6 +191,7 @@ func (s *Server) searchPage(w http.ResponseWriter, r *http.Request) error {
 		Rows                 []cve.Summary
 		Next, Error, APIBase string
 		Front                *frontView
+		PackageForm          packageQuery
 	}{
 		Form:     searchForm{Q: v.Get("q"), EPSSMin: v.Get("epss_min"), Year: v.Get("year")},
 		Searched: len(v) > 0,
@@ -242,4 +252,102 @@ func (s *Server) searchPage(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	return s.render(w, r, s.pages.search, status, data)
+}
+
+// packageRow is one finding of the package page.
+type packageRow struct {
+	Package sbom.Package
+	V       exposure.PackageVulnerability
+}
+
+// packagesPage answers GET /packages, a package given as a purl or as an
+// ecosystem, a name and a version, and POST /packages, an SBOM uploaded
+// as multipart/form-data (field "sbom"): the findings as a table.
+func (s *Server) packagesPage(w http.ResponseWriter, r *http.Request) error {
+	data := struct {
+		Form    packageQuery
+		Checked bool
+		Label   string
+		Summary Summary
+		Rows    []packageRow
+		Skipped []sbom.Skipped
+		Error   string
+	}{}
+	var (
+		doc *sbom.Document
+		err error
+	)
+	switch r.Method {
+	case http.MethodPost:
+		doc, err = uploadedSBOM(w, r)
+		if err == nil {
+			data.Label = doc.Format + " " + doc.Version
+		}
+	default:
+		q := r.URL.Query()
+		data.Form = packageQuery{PURL: strings.TrimSpace(q.Get("purl")), Ecosystem: strings.TrimSpace(q.Get("ecosystem")),
+			Name: strings.TrimSpace(q.Get("name")), Version: strings.TrimSpace(q.Get("version"))}
+		if data.Form == (packageQuery{}) {
+			return s.render(w, r, s.pages.packages, http.StatusOK, data)
+		}
+		var p sbom.Package
+		if p, err = data.Form.resolve(); err == nil {
+			doc = &sbom.Document{Packages: []sbom.Package{p}}
+			data.Label = strings.TrimSpace(p.Ecosystem + " " + p.Name + " " + p.Version)
+		}
+	}
+	var idx *exposure.Index
+	if err == nil {
+		idx, err = s.packageIndex()
+	}
+	if err == nil {
+		var results []exposure.PackageResult
+		if results, err = idx.QueryPackages(r.Context(), s.catalog, doc.Packages); err != nil {
+			return err
+		}
+		rep := NewSBOMReport(doc, results)
+		data.Checked, data.Summary, data.Skipped = true, rep.Summary, doc.Skipped
+		for _, res := range results {
+			for _, v := range res.Vulnerabilities {
+				data.Rows = append(data.Rows, packageRow{res.Package, v})
+			}
+		}
+	}
+	status := http.StatusOK
+	if err != nil {
+		status = errs.StatusOf(err)
+		switch {
+		case errors.Is(err, errIndexBuilding):
+			status = http.StatusServiceUnavailable
+			w.Header().Set("Retry-After", "5")
+			data.Error = err.Error()
+		case status == http.StatusInternalServerError:
+			return err
+		default:
+			data.Error = errs.Message(err)
+		}
+	}
+	return s.render(w, r, s.pages.packages, status, data)
+}
+
+// uploadedSBOM reads the SBOM of a multipart/form-data upload.
+func uploadedSBOM(w http.ResponseWriter, r *http.Request) (*sbom.Document, error) {
+	r.Body = http.MaxBytesReader(w, r.Body, MaxSBOMBody+64<<10)
+	f, _, err := r.FormFile("sbom")
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, errs.Invalidf("The file is larger than %d bytes.", MaxSBOMBody)
+		}
+		return nil, errs.Invalidf("Choose an SBOM file to upload (%v).", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxSBOMBody+1))
+	if err != nil {
+		return nil, errs.Invalidf("The upload could not be read: %v.", err)
+	}
+	if len(data) > MaxSBOMBody {
+		return nil, errs.Invalidf("The file is larger than %d bytes.", MaxSBOMBody)
+	}
+	return sbom.Parse(data)
 }

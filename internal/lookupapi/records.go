@@ -69,6 +69,21 @@ func (s *Server) getOSV(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// decodeBody is httpx.DecodeJSON, with a body over max a 400 as every
+// other client mistake of the lookup API.
+func decodeBody(w http.ResponseWriter, r *http.Request, max int64, v any) error {
+	return tooLargeIsInvalid(httpx.DecodeJSON(w, r, max, v), max)
+}
+
+// tooLargeIsInvalid turns the errs.ErrTooLarge of a body over max into an
+// errs.ErrInvalid error.
+func tooLargeIsInvalid(err error, max int64) error {
+	if errors.Is(err, errs.ErrTooLarge) {
+		return errs.Invalidf("request body is larger than %d bytes", max)
+	}
+	return err
+}
+
 // batchRequest is the body of POST /cve/batch.
 type batchRequest struct {
 	IDs *[]string `json:"ids"`
@@ -78,10 +93,7 @@ type batchRequest struct {
 // order, each once; unknown and malformed ids in notFound.
 func (s *Server) batch(w http.ResponseWriter, r *http.Request) error {
 	var req batchRequest
-	if err := httpx.DecodeJSON(w, r, maxBatchBody, &req); err != nil {
-		if errors.Is(err, errs.ErrTooLarge) {
-			return errs.Invalidf("request body is larger than %d bytes", maxBatchBody)
-		}
+	if err := decodeBody(w, r, maxBatchBody, &req); err != nil {
 		return err
 	}
 	if req.IDs == nil {

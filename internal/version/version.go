@@ -81,6 +81,12 @@ func (v Version) Compare(w Version) (int, error) {
 	return sign(c), nil
 }
 
+// Comparable reports whether v and w are valid versions that follow the
+// same rules, which Compare can order without comparing them.
+func (v Version) Comparable(w Version) bool {
+	return v.v != nil && w.v != nil && v.rules == w.rules
+}
+
 // Parse parses s under the rules of ecosystem. It returns an error wrapping
 // ErrUnknownEcosystem when the ecosystem's rules are not known and one
 // wrapping ErrInvalid when s does not parse under them.
@@ -377,4 +383,12 @@ func (d dotted) CompareStr(s string) (int, error) {
 		return 0, err
 	}
 	return d.compare(e), nil
+}
+
+// Known reports whether the version rules of ecosystem are known: Parse
+// can succeed for it.
+func Known(ecosystem string) bool {
+	rules, suffix, hasSuffix := strings.Cut(ecosystem, ":")
+	_, ok := kinds[rules]
+	return ok && (!hasSuffix || suffix != "")
 }

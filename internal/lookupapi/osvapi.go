@@ -1,0 +1,569 @@
+package lookupapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net/http"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ossf/osv-schema/bindings/go/osvschema"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/patchline/patchline/internal/cve"
+	"github.com/patchline/patchline/internal/errs"
+	"github.com/patchline/patchline/internal/exposure"
+	"github.com/patchline/patchline/internal/httpx"
+	"github.com/patchline/patchline/internal/sbom"
+)
+
+// OSVBasePath is the path of the OSV-compatible API on the lookup
+// listener: an OSV client takes it as its base URL
+// (http://HOST:PORT/osv), and asks {base}/v1/query, {base}/v1/querybatch
+// and {base}/v1/vulns/{id}.
+const OSVBasePath = "/osv"
+
+// The bounds of the OSV API, OSV.dev's where it has them.
+const (
+	// MaxOSVBatch is the number of queries a querybatch may hold.
+	MaxOSVBatch = 1000
+	// osvPageSize is the number of documents a query answers per page.
+	osvPageSize = 100
+	// osvBatchPageSize is the number of ids one query of a batch answers
+	// per page.
+	osvBatchPageSize = 1000
+	maxOSVQueryBody  = 64 << 10
+	maxOSVBatchBody  = 4 << 20
+)
+
+// errIndexBuilding answers package queries before the first build of the
+// package index.
+var errIndexBuilding = errors.New("the package index is being built from the catalog; retry in a few seconds")
+
+// gRPC status codes of OSV.dev's error bodies, by HTTP status.
+var grpcCodes = map[int]int{
+	http.StatusBadRequest:            3,  // INVALID_ARGUMENT
+	http.StatusNotFound:              5,  // NOT_FOUND
+	http.StatusRequestEntityTooLarge: 3,  // INVALID_ARGUMENT
+	http.StatusServiceUnavailable:    14, // UNAVAILABLE
+	http.StatusInternalServerError:   13, // INTERNAL
+}
+
+// osvProblem is the error body of the OSV API: problem+json, with the
+// "code" and "message" members of OSV.dev's error bodies beside it.
+type osvProblem struct {
+	httpx.Problem
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+// osvHandle adapts an OSV handler: errors are written as osvProblem.
+func (s *Server) osvHandle(h httpx.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		err := h(w, r)
+		if err == nil {
+			return
+		}
+		status, detail := errs.StatusOf(err), errs.Message(err)
+		if errors.Is(err, errIndexBuilding) {
+			status, detail = http.StatusServiceUnavailable, err.Error()
+			w.Header().Set("Retry-After", "5")
+		}
+		if status == http.StatusInternalServerError {
+			s.logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+			detail = ""
+		}
+		if detail == "" {
+			detail = strings.ToLower(http.StatusText(status))
+		}
+		writeOSVProblem(w, status, detail)
+	})
+}
+
+func writeOSVProblem(w http.ResponseWriter, status int, detail string) {
+	code, ok := grpcCodes[status]
+	if !ok {
+		code = 2 // UNKNOWN
+	}
+	body, _ := json.Marshal(osvProblem{
+		Problem: httpx.Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail},
+		Code:    code, Message: detail,
+	})
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Content-Length", strconv.Itoa(len(body)+1))
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(append(body, '\n'))
+}
+
+// packageIndex returns the index package queries read, or
+// errIndexBuilding while it is not built yet.
+func (s *Server) packageIndex() (*exposure.Index, error) {
+	if s.packages == nil {
+		return nil, errs.NotFoundf("package queries are not served here")
+	}
+	if !s.packages.Built() {
+		s.packages.Want()
+		return nil, errIndexBuilding
+	}
+	return s.packages, nil
+}
+
+// osvQueryBody is a query of OSV.dev's API, as its clients send it:
+// protobuf JSON, whose field names may come in proto form (page_token) or
+// in lowerCamelCase (pageToken).
+type osvQueryBody struct {
+	Package *struct {
+		Name      string `json:"name"`
+		Ecosystem string `json:"ecosystem"`
+		PURL      string `json:"purl"`
+	} `json:"package"`
+	Version    string `json:"version"`
+	Commit     string `json:"commit"`
+	PageToken  string `json:"page_token"`
+	PageToken2 string `json:"pageToken"`
+}
+
+func (q *osvQueryBody) pageToken() string { return q.PageToken + q.PageToken2 }
+
+// osvBatchBody is a querybatch of OSV.dev's API.
+type osvBatchBody struct {
+	Queries []*osvQueryBody `json:"queries"`
+}
+
+// osvPackage checks an OSV query and returns the package it asks about.
+func osvPackage(q *osvQueryBody) (sbom.Package, error) {
+	if q == nil {
+		return sbom.Package{}, errs.Invalidf("query is null")
+	}
+	if q.Commit != "" {
+		return sbom.Package{}, errs.Invalidf("commit queries are not supported: this service matches package versions, not commits")
+	}
+	if q.Version != "" && q.Commit != "" {
+		return sbom.Package{}, errs.Invalidf("version and commit given: give one or the other")
+	}
+	p := q.Package
+	if p == nil {
+		return sbom.Package{}, errs.Invalidf(`query has no "package": want {"package": {"name", "ecosystem"} or {"purl"}, "version"}`)
+	}
+	var pkg sbom.Package
+	if p.PURL != "" {
+		if p.Name != "" || p.Ecosystem != "" {
+			return sbom.Package{}, errs.Invalidf("name and ecosystem given beside a purl: give one or the other")
+		}
+		var err error
+		if pkg, err = sbom.FromPURL(p.PURL); err != nil {
+			return sbom.Package{}, err
+		}
+		if pkg.Version != "" && q.Version != "" {
+			return sbom.Package{}, errs.Invalidf("version given both in the purl and in the query")
+		}
+	} else {
+		if p.Ecosystem == "" {
+			return sbom.Package{}, errs.Invalidf("package %q has no ecosystem", p.Name)
+		}
+		pkg = sbom.Package{Ecosystem: p.Ecosystem, Name: p.Name}
+	}
+	if q.Version != "" {
+		pkg.Version = q.Version
+	}
+	return pkg, sbom.Check(pkg)
+}
+
+// osvMatches returns the CVEs an OSV query finds for a package: those
+// that affect its version or, for a query without version, every CVE of
+// the package. A CVE whose fixes cannot be compared with the version
+// (Unknown) is left out: an OSV answer says "affected" or nothing.
+func osvMatches(idx *exposure.Index, p sbom.Package) []string {
+	var ids []string
+	for _, f := range idx.MatchPackage(p) {
+		// Findings come in CVE order: a CVE's come together.
+		if (f.Status == exposure.Affected || p.Version == "") && (len(ids) == 0 || ids[len(ids)-1] != f.CVEID) {
+			ids = append(ids, f.CVEID)
+		}
+	}
+	return ids
+}
+
+// matchAll returns osvMatches of each package, the packages shared
+// among as many goroutines as there are processors.
+func matchAll(idx *exposure.Index, pkgs []sbom.Package) [][]string {
+	out := make([][]string, len(pkgs))
+	workers := min(runtime.GOMAXPROCS(0), (len(pkgs)+63)/64)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(pkgs); i += workers {
+				out[i] = osvMatches(idx, pkgs[i])
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// pageToken is the opaque token of the page after offset of the query
+// whose digest is sum.
+func pageToken(sum uint64, offset int) string {
+	b := binary.BigEndian.AppendUint64(nil, sum)
+	b = binary.BigEndian.AppendUint32(b, uint32(offset))
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// parsePageToken returns the offset of a page token of the query whose
+// digest is sum.
+func parsePageToken(tok string, sum uint64) (int, error) {
+	if tok == "" {
+		return 0, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil || len(b) != 12 || binary.BigEndian.Uint64(b) != sum {
+		return 0, errs.Invalidf("page_token %q was not given for this query", clipDetail(tok))
+	}
+	return int(binary.BigEndian.Uint32(b[8:])), nil
+}
+
+// querySum is the digest of a package query that its page tokens carry.
+func querySum(p sbom.Package) uint64 {
+	h := fnv.New64a()
+	for _, s := range []string{p.Ecosystem, p.Name, p.Version} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return h.Sum64()
+}
+
+func clipDetail(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
+
+// osvQuery answers POST /osv/v1/query: the OSV documents of the CVEs that
+// affect a package version, osvPageSize per page.
+func (s *Server) osvQuery(w http.ResponseWriter, r *http.Request) error {
+	var q osvQueryBody
+	if err := decodeBody(w, r, maxOSVQueryBody, &q); err != nil {
+		return err
+	}
+	pkg, err := osvPackage(&q)
+	if err != nil {
+		return err
+	}
+	idx, err := s.packageIndex()
+	if err != nil {
+		return err
+	}
+	sum := querySum(pkg)
+	offset, err := parsePageToken(q.pageToken(), sum)
+	if err != nil {
+		return err
+	}
+	ids := osvMatches(idx, pkg)
+	var (
+		vulns []*osvschema.Vulnerability
+		next  string
+	)
+	if offset < len(ids) {
+		end := min(offset+osvPageSize, len(ids))
+		for _, id := range ids[offset:end] {
+			rec, err := s.catalog.Record(r.Context(), id)
+			if errors.Is(err, errs.ErrNotFound) {
+				continue // removed since the index last saw it
+			}
+			if err != nil {
+				return err
+			}
+			v, err := OSV(rec)
+			if err != nil {
+				return err
+			}
+			vulns = append(vulns, v)
+		}
+		if end < len(ids) {
+			next = pageToken(sum, end)
+		}
+	}
+	out, err := appendVulnList(nil, vulns, next)
+	if err != nil {
+		return err
+	}
+	writeOSVJSON(w, out)
+	return nil
+}
+
+// osvQueryBatch answers POST /osv/v1/querybatch: for each query, in
+// order, the ids and modification times of the CVEs that affect it.
+func (s *Server) osvQueryBatch(w http.ResponseWriter, r *http.Request) error {
+	var b osvBatchBody
+	if err := decodeBody(w, r, maxOSVBatchBody, &b); err != nil {
+		return err
+	}
+	if b.Queries == nil {
+		return errs.Invalidf(`request body has no "queries": want {"queries": [{"package": …, "version": …}, …]}`)
+	}
+	if n := len(b.Queries); n > MaxOSVBatch {
+		return errs.Invalidf("queries holds %d queries; at most %d are allowed", n, MaxOSVBatch)
+	}
+	pkgs := make([]sbom.Package, len(b.Queries))
+	for i, q := range b.Queries {
+		p, err := osvPackage(q)
+		if err != nil {
+			return errs.Invalidf("queries[%d]: %s", i, errs.Message(err))
+		}
+		pkgs[i] = p
+	}
+	idx, err := s.packageIndex()
+	if err != nil {
+		return err
+	}
+	offsets := make([]int, len(pkgs))
+	for i, p := range pkgs {
+		if offsets[i], err = parsePageToken(b.Queries[i].pageToken(), querySum(p)); err != nil {
+			return errs.Invalidf("queries[%d]: %s", i, errs.Message(err))
+		}
+	}
+	matches := matchAll(idx, pkgs)
+	out := []byte(`{"results":[`)
+	for i, p := range pkgs {
+		sum, offset := querySum(p), offsets[i]
+		if i > 0 {
+			out = append(out, ',')
+		}
+		// {"vulns":[{"id":…,"modified":…},…],"next_page_token":…}, each
+		// member left out when empty, as protobuf JSON writes it.
+		out = append(out, '{')
+		ids := matches[i]
+		if offset < len(ids) {
+			end := min(offset+osvBatchPageSize, len(ids))
+			n := 0
+			for _, id := range ids[offset:end] {
+				_, modified, ok := idx.CVE(id)
+				if !ok {
+					continue
+				}
+				if n == 0 {
+					out = append(out, `"vulns":[`...)
+				} else {
+					out = append(out, ',')
+				}
+				n++
+				out = append(out, `{"id":`...)
+				out = appendString(out, id)
+				out = append(out, `,"modified":"`...)
+				out = modified.UTC().AppendFormat(out, time.RFC3339Nano)
+				out = append(out, `"}`...)
+			}
+			if n > 0 {
+				out = append(out, ']')
+			}
+			if end < len(ids) {
+				if n > 0 {
+					out = append(out, ',')
+				}
+				out = append(out, `"next_page_token":`...)
+				out = appendString(out, pageToken(sum, end))
+			}
+		}
+		out = append(out, '}')
+	}
+	out = append(out, "]}\n"...)
+	writeOSVJSON(w, out)
+	return nil
+}
+
+// osvVuln answers GET /osv/v1/vulns/{id}: the OSV document of a CVE, or
+// of an advisory the catalog knows (see advisoryOSV).
+func (s *Server) osvVuln(w http.ResponseWriter, r *http.Request) error {
+	raw := r.PathValue("id")
+	var (
+		v   *osvschema.Vulnerability
+		err error
+	)
+	if id, perr := cve.ParseID(raw); perr == nil {
+		rec, err := s.catalog.Record(r.Context(), id)
+		if err != nil {
+			if errors.Is(err, errs.ErrNotFound) {
+				return errs.NotFoundf("%s is not in the catalog", id)
+			}
+			return err
+		}
+		if v, err = OSV(rec); err != nil {
+			return err
+		}
+	} else {
+		idx, err := s.packageIndex()
+		if err != nil {
+			return err
+		}
+		if v, err = s.advisoryOSV(r.Context(), idx, raw); err != nil {
+			return err
+		}
+	}
+	body, err := appendOSV(nil, v)
+	if err != nil {
+		return err
+	}
+	writeCacheable(w, r, "application/json", cacheRecord, append(body, '\n'))
+	return nil
+}
+
+// advisoryOSV returns the OSV document of an advisory the catalog knows
+// through the fixes it gives (GHSA-…, PYSEC-…, RUSTSEC-…, GO-…, DSA-…,
+// ALSA-…): the advisory's id, the affected packages of its fixes, and its
+// CVEs, as aliases when it names one (a GitHub or Go advisory is the same
+// vulnerability), as related when it names several (an erratum). The
+// description, scores and references are the CVE's when there is one.
+func (s *Server) advisoryOSV(ctx context.Context, idx *exposure.Index, id string) (*osvschema.Vulnerability, error) {
+	if len(id) > 128 {
+		return nil, errs.Invalidf("id is longer than 128 bytes")
+	}
+	ids := idx.Advisory(id)
+	if len(ids) == 0 {
+		return nil, errs.NotFoundf("%s is neither a CVE of the catalog nor an advisory of its fixes", clipDetail(id))
+	}
+	adv := &cve.Record{CVEID: id, State: cve.StatePublished}
+	var cves []*cve.Record
+	for _, cid := range ids {
+		rec, err := s.catalog.Record(ctx, cid)
+		if errors.Is(err, errs.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		cves = append(cves, rec)
+		// The advisory's fixes, each product once: an erratum gives the
+		// same fixes for each of its CVEs.
+		for _, p := range rec.Remediation.Products {
+			for _, a := range p.Atoms {
+				if a.AdvisoryID == nil || !strings.EqualFold(strings.TrimSpace(*a.AdvisoryID), id) {
+					continue
+				}
+				adv.CVEID = strings.TrimSpace(*a.AdvisoryID) // as the source spells it
+				i := slices.IndexFunc(adv.Remediation.Products, func(q cve.Product) bool {
+					return q.Ecosystem == p.Ecosystem && q.Product == p.Product
+				})
+				if i < 0 {
+					i = len(adv.Remediation.Products)
+					adv.Remediation.Products = append(adv.Remediation.Products, cve.Product{Ecosystem: p.Ecosystem, Product: p.Product})
+				}
+				prod := &adv.Remediation.Products[i]
+				if !slices.ContainsFunc(prod.Atoms, func(b cve.Atom) bool { return sameFix(a, b) }) {
+					prod.Atoms = append(prod.Atoms, a)
+				}
+			}
+		}
+		for _, d := range rec.DataSources {
+			if !slices.ContainsFunc(adv.DataSources, func(o cve.DataSource) bool { return o.Name == d.Name }) {
+				adv.DataSources = append(adv.DataSources, d)
+			}
+		}
+		if rec.ModifiedAt != nil && (adv.ModifiedAt == nil || rec.ModifiedAt.After(*adv.ModifiedAt)) {
+			adv.ModifiedAt = rec.ModifiedAt
+		}
+	}
+	if len(cves) == 0 {
+		return nil, errs.NotFoundf("%s is neither a CVE of the catalog nor an advisory of its fixes", clipDetail(id))
+	}
+	adv.Remediation.Available = len(adv.Remediation.Products) > 0
+	if len(cves) == 1 {
+		c := cves[0]
+		adv.Description, adv.Severity, adv.CVSS, adv.EPSS, adv.KEV = c.Description, c.Severity, c.CVSS, c.EPSS, c.KEV
+		adv.CWEs, adv.References, adv.PublishedAt = c.CWEs, c.References, c.PublishedAt
+	} else {
+		var names []string
+		for _, c := range cves {
+			names = append(names, c.CVEID)
+		}
+		desc := adv.CVEID + " fixes " + strings.Join(names, ", ") + "."
+		adv.Description = &desc
+	}
+	v, err := OSV(adv)
+	if err != nil {
+		return nil, err
+	}
+	// The advisory's own CVEs, not the other advisories of its fixes.
+	v.Aliases, v.Related = nil, nil
+	for _, c := range cves {
+		if len(cves) == 1 {
+			v.Aliases = append(v.Aliases, c.CVEID)
+		} else {
+			v.Related = append(v.Related, c.CVEID)
+		}
+	}
+	return v, nil
+}
+
+// sameFix reports whether two atoms say the same fix, from the same
+// source.
+func sameFix(a, b cve.Atom) bool {
+	eq := func(x, y *string) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
+	return a.FixedVersion == b.FixedVersion && a.Source == b.Source && a.KB == b.KB &&
+		eq(a.AffectedRange, b.AffectedRange) && eq(a.SourceURL, b.SourceURL)
+}
+
+// appendOSV appends the compact protobuf JSON of an OSV document, with
+// the schema's field names, as OSV.dev writes it.
+func appendOSV(dst []byte, v *osvschema.Vulnerability) ([]byte, error) {
+	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(v)
+	if err != nil {
+		return dst, fmt.Errorf("encode osv %s: %w", v.GetId(), err)
+	}
+	buf := bytes.NewBuffer(dst)
+	if err := json.Compact(buf, b); err != nil {
+		return dst, fmt.Errorf("encode osv %s: %w", v.GetId(), err)
+	}
+	return buf.Bytes(), nil
+}
+
+// appendVulnList appends a VulnerabilityList of OSV.dev's API:
+// {"vulns": […], "next_page_token": "…"}, each member left out when
+// empty, as protobuf JSON does.
+func appendVulnList(dst []byte, vulns []*osvschema.Vulnerability, next string) ([]byte, error) {
+	dst = append(dst, '{')
+	if len(vulns) > 0 {
+		dst = append(dst, `"vulns":[`...)
+		for i, v := range vulns {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			var err error
+			if dst, err = appendOSV(dst, v); err != nil {
+				return dst, err
+			}
+		}
+		dst = append(dst, ']')
+	}
+	if next != "" {
+		if len(vulns) > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `"next_page_token":`...)
+		dst = appendString(dst, next)
+	}
+	return append(dst, '}'), nil
+}
+
+// writeOSVJSON writes an answer of the OSV API, never cached: it follows
+// the catalog.
+func writeOSVJSON(w http.ResponseWriter, body []byte) {
+	if n := len(body); n == 0 || body[n-1] != '\n' {
+		body = append(body, '\n')
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	httpx.WriteJSONBytes(w, http.StatusOK, body)
+}
