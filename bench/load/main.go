@@ -12,6 +12,10 @@
 //	load cve -url http://127.0.0.1:PORT -conns 64 -duration 10s -rounds 3 -pid PID
 //	load peer -url http://127.0.0.1:PORT -paths FILE -conns 64 -duration 10s -rounds 3
 //	load checkins -metrics http://127.0.0.1:PORT/metrics -agents 6000 -duration 20s
+//	load fleet -control http://127.0.0.1:P1,http://127.0.0.1:P2 -key KEY -dsn postgres://… -agents 10000 -commands 1000
+//
+// fleet measures how fast commands reach a simulated fleet that holds its
+// long polls (bench/fleet.sh).
 //
 // peer drives any server (another CVE service, for a side-by-side) with
 // the paths of FILE, one a line, against its own bare replay of them.
@@ -41,7 +45,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: load cve|peer|checkins [flags]")
+		fmt.Fprintln(os.Stderr, "usage: load cve|peer|checkins|fleet [flags]")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -51,8 +55,10 @@ func main() {
 		peerMain(os.Args[2:])
 	case "checkins":
 		checkinsMain(os.Args[2:])
+	case "fleet":
+		fleetMain(os.Args[2:])
 	default:
-		fmt.Fprintln(os.Stderr, "usage: load cve|peer|checkins [flags]")
+		fmt.Fprintln(os.Stderr, "usage: load cve|peer|checkins|fleet [flags]")
 		os.Exit(2)
 	}
 }
