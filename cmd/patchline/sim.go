@@ -17,7 +17,7 @@ import (
 
 func init() {
 	commands["sim"] = command{
-		usage: "--server URL --enroll-secret SECRET --agents N [--interval DURATION] [--wait DURATION] [--time-scale F] [--failure-rate P] [--seed N] [--allow ACTION,...] [--ca-file FILE] [--pin-sha256 PIN] [--insecure-http]",
+		usage: "--server URL --enroll-secret SECRET --agents N [--interval DURATION] [--ramp DURATION] [--wait DURATION] [--time-scale F] [--failure-rate P] [--seed N] [--allow ACTION,...] [--ca-file FILE] [--pin-sha256 PIN] [--insecure-http]",
 		run:   runSim,
 	}
 }
@@ -31,6 +31,7 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 	fs.StringVar(&c.EnrollSecret, "enroll-secret", "", "enrollment secret (ples_…)")
 	fs.IntVar(&c.Agents, "agents", 10, "number of simulated endpoints")
 	fs.DurationVar(&c.Interval, "interval", 0, "check-in interval (default: the server's, 60s)")
+	fs.DurationVar(&c.Ramp, "ramp", 0, "spread the endpoints' starts over this (default 5s, or the interval when shorter)")
 	fs.DurationVar(&c.Wait, "wait", agentproto.DefaultWaitSeconds*time.Second, "how long each endpoint's long poll for commands may be held; 0 holds none")
 	fs.Float64Var(&c.TimeScale, "time-scale", 1, "multiplies the durations of commands and restarts (0.01: a hundred times faster)")
 	fs.Float64Var(&c.FailureRate, "failure-rate", 0.05, "probability that an update or a feature upgrade fails")

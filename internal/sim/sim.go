@@ -36,6 +36,12 @@ type Config struct {
 	// Interval overrides the check-in interval the server asks for; zero
 	// keeps the server's.
 	Interval time.Duration
+	// Ramp is how long the endpoints take to start, spread evenly over
+	// it: the first at once, the last after Ramp. Zero means 5 seconds,
+	// or the check-in interval when that is shorter. A fleet of thousands
+	// that all enroll within seconds queues its enrollments behind each
+	// other until they time out and are sent again.
+	Ramp time.Duration
 	// Wait is agent.Config.Wait of every endpoint: how long each long
 	// poll for commands may be held, negative for none.
 	Wait time.Duration
@@ -68,6 +74,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("sim: the number of agents must be from 1 to 100000, got %d", c.Agents)
 	case c.TimeScale < 0:
 		return errors.New("sim: the time scale must not be negative")
+	case c.Ramp < 0:
+		return errors.New("sim: the ramp must not be negative")
 	case c.FailureRate < 0 || c.FailureRate > 1:
 		return errors.New("sim: the failure rate must be from 0 to 1")
 	}
@@ -143,11 +151,14 @@ func (f *Fleet) Hostnames() []string {
 }
 
 // Run runs every endpoint until ctx is done or all were removed. Endpoints
-// start spread over a few seconds, as a fleet does.
+// start spread over Config.Ramp, as a fleet does.
 func (f *Fleet) Run(ctx context.Context) error {
-	spread := 5 * time.Second
-	if f.cfg.Interval > 0 && f.cfg.Interval < spread {
-		spread = f.cfg.Interval
+	spread := f.cfg.Ramp
+	if spread == 0 {
+		spread = 5 * time.Second
+		if f.cfg.Interval > 0 && f.cfg.Interval < spread {
+			spread = f.cfg.Interval
+		}
 	}
 	var wg sync.WaitGroup
 	errc := make(chan error, len(f.agents))

@@ -257,3 +257,42 @@ func TestApplicationsAsTheAgentReportsThem(t *testing.T) {
 		}
 	}
 }
+
+// TestRampSpreadsTheStarts checks that the endpoints of a fleet start
+// spread over Config.Ramp: the last enrolls about Ramp×(n-1)/n after the
+// first, not over the default 5 seconds.
+func TestRampSpreadsTheStarts(t *testing.T) {
+	if err := (&Config{Server: "http://x", EnrollSecret: "s", Agents: 1, Ramp: -time.Second}).Validate(); err == nil {
+		t.Error("Validate accepted a negative ramp")
+	}
+	store, url, secret := newServer(t)
+	const ramp = 800 * time.Millisecond
+	cfg := Config{Server: url, EnrollSecret: secret, Agents: 4, Interval: time.Hour, Wait: -1, Ramp: ramp, Seed: 5, AgentVersion: "sim"}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- New(cfg).Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	var agents []*device.Agent
+	eventually(t, "4 agents", func() bool {
+		agents, _ = store.FindAgents(ctx, device.AgentFilter{})
+		return len(agents) == 4
+	})
+	first, last := agents[0].EnrolledAt, agents[0].EnrolledAt
+	for _, a := range agents {
+		if a.EnrolledAt.Before(first) {
+			first = a.EnrolledAt
+		}
+		if a.EnrolledAt.After(last) {
+			last = a.EnrolledAt
+		}
+	}
+	if spread, lo, hi := last.Sub(first), ramp*3/4-200*time.Millisecond, ramp+time.Second; spread < lo || spread > hi {
+		t.Errorf("the enrollments spread over %s, want %s to %s", spread, lo, hi)
+	}
+}
