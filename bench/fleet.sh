@@ -12,7 +12,8 @@
 #
 # Settings (environment): BENCH_DIR (/tmp/patchline-fleet), AGENTS (10000
 # in all), SIMS (2: one simulator per replica, AGENTS/SIMS agents each),
-# COMMANDS (1000), CONNS (16 API calls in flight while queuing), WAIT (50s,
+# COMMANDS (1000), RAMP (60s: the simulators start their agents spread
+# over it, as a fleet that comes online does), CONNS (16 API calls in flight while queuing), WAIT (50s,
 # the long poll each agent asks for), PG (postgres://postgres@127.0.0.1:5432,
 # the server the run creates its database on), REDIS
 # (redis://127.0.0.1:6379/0), WARMUP (10m, the longest wait for the fleet
@@ -27,6 +28,7 @@ SIMS=${SIMS:-2}
 COMMANDS=${COMMANDS:-1000}
 CONNS=${CONNS:-16}
 WAIT=${WAIT:-50s}
+RAMP=${RAMP:-60s}
 PG=${PG:-postgres://postgres@127.0.0.1:5432}
 REDIS=${REDIS:-redis://127.0.0.1:6379/0}
 WARMUP=${WARMUP:-10m}
@@ -81,7 +83,7 @@ say "# Fleet benchmark $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 say ""
 say "- machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo); $($GO version); ulimit -n $(ulimit -n)"
 say "- PostgreSQL $(psql "$PG/postgres?sslmode=disable" -Atc 'show server_version' | cut -d' ' -f1), a new database for the run; Redis $(redis-cli -u "$REDIS" info server 2>/dev/null | sed -n 's/^redis_version:\([^\r]*\).*/\1/p')"
-say "- fleet: $AGENTS simulated agents in $SIMS simulators over 2 replicas, long poll $WAIT; $COMMANDS collect-logs commands"
+say "- fleet: $AGENTS simulated agents in $SIMS simulators over 2 replicas, started over $RAMP, long poll $WAIT; $COMMANDS collect-logs commands"
 say "- load average before: $(loadavg)"
 say ""
 
@@ -124,7 +126,7 @@ for s in $(seq 1 "$SIMS"); do
 	url=$(echo "$CONTROL" | cut -d, -f$(((s - 1) % 2 + 1)))
 	n=$per
 	[ "$s" = "$SIMS" ] && n=$((AGENTS - per * (SIMS - 1)))
-	"$PL" sim --server "$url" --enroll-secret "$SECRET" --agents "$n" --seed "$s" --wait "$WAIT" \
+	"$PL" sim --server "$url" --enroll-secret "$SECRET" --agents "$n" --seed "$s" --wait "$WAIT" --ramp "$RAMP" \
 		--time-scale 1000 --log-level warn >"$BENCH_DIR/sim-$s.log" 2>&1 &
 	PIDS="$PIDS $!"
 	SIMPROCS="$SIMPROCS sim-$s=$!"

@@ -76,16 +76,29 @@ func fleetMain(args []string) {
 		sum(held), joinFloats(held), *agents, time.Since(start).Round(time.Second), loadAvg())
 	printProcs("with the fleet holding its long polls", procs)
 
-	// 2. The agents, every n-th of the whole list so that both simulators
-	// and both replicas get commands.
-	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: *conns}}
-	ids, err := listAgents(client, bases[0], *key)
+	// 2. The agents, every n-th of those that checked in since they
+	// enrolled, so that both simulators and both replicas get commands.
+	// An enrollment the server completed after its endpoint gave up
+	// waiting leaves an agent that never checks in: none is picked.
+	ctx := context.Background()
+	db, err := pgx.Connect(ctx, *dsn)
 	if err != nil {
 		log.Fatalf("fleet: %v", err)
 	}
-	if len(ids) < *commands {
-		log.Fatalf("fleet: %d agents enrolled, fewer than the %d to send commands to", len(ids), *commands)
+	defer db.Close(ctx)
+	var enrolledRows int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM agents`).Scan(&enrolledRows); err != nil {
+		log.Fatalf("fleet: %v", err)
 	}
+	ids, err := liveAgents(ctx, db)
+	if err != nil {
+		log.Fatalf("fleet: %v", err)
+	}
+	fmt.Printf("agents in the control database: %d, of which %d checked in after enrolling (the others: enrollments answered after their endpoint gave up waiting)\n\n", enrolledRows, len(ids))
+	if len(ids) < *commands {
+		log.Fatalf("fleet: %d agents checked in, fewer than the %d to send commands to", len(ids), *commands)
+	}
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: *conns}}
 	step := len(ids) / *commands
 	picked := make([]string, *commands)
 	for i := range picked {
@@ -113,6 +126,7 @@ func fleetMain(args []string) {
 				base := bases[i%len(bases)]
 				s := &out[i]
 				s.at = time.Now()
+				var err error
 				s.id, s.status, err = queueCollectLogs(client, base, *key, picked[i])
 				s.took = time.Since(s.at)
 				if err != nil {
@@ -142,12 +156,6 @@ func fleetMain(args []string) {
 	}
 
 	// 4. When each started, from the control database.
-	ctx := context.Background()
-	db, err := pgx.Connect(ctx, *dsn)
-	if err != nil {
-		log.Fatalf("fleet: %v", err)
-	}
-	defer db.Close(ctx)
 	var rows map[string]commandRow
 	settleEnd := time.Now().Add(*settle)
 	for {
@@ -244,40 +252,14 @@ func commandRows(ctx context.Context, db *pgx.Conn, ids []string) (map[string]co
 	return out, rows.Err()
 }
 
-// listAgents returns the ids of every enrolled agent, page by page.
-func listAgents(client *http.Client, base, key string) ([]string, error) {
-	var ids []string
-	cursor := ""
-	for {
-		u := base + "/api/agents?limit=100"
-		if cursor != "" {
-			u += "&cursor=" + url.QueryEscape(cursor)
-		}
-		req, _ := http.NewRequest(http.MethodGet, u, nil)
-		req.Header.Set("X-API-Key", key)
-		resp, err := client.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		var page struct {
-			Results []struct {
-				ID string `json:"id"`
-			} `json:"results"`
-			NextCursor *string `json:"nextCursor"`
-		}
-		err = json.NewDecoder(resp.Body).Decode(&page)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("list agents: %s %v", resp.Status, err)
-		}
-		for _, a := range page.Results {
-			ids = append(ids, a.ID)
-		}
-		if page.NextCursor == nil {
-			return ids, nil
-		}
-		cursor = *page.NextCursor
+// liveAgents returns the ids of the agents that checked in after they
+// enrolled.
+func liveAgents(ctx context.Context, db *pgx.Conn) ([]string, error) {
+	rows, err := db.Query(ctx, `SELECT id FROM agents WHERE last_seen_at > enrolled_at ORDER BY id`)
+	if err != nil {
+		return nil, err
 	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 // queueCollectLogs asks for the logs of an agent and returns the id of
