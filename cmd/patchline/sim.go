@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
-	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -70,13 +69,11 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 		trust.SetPin(pin)
 	}
 	if strings.HasPrefix(c.Server, "https://") {
-		// One client for the whole fleet, as sim.New would make, with the
-		// certificate checks of the real agent.
+		// The fleet's clients check the certificate as the real agent
+		// does. They set no timeout of their own: a long poll is held
+		// for up to --wait, and the agent bounds each request itself.
 		u, _ := url.Parse(c.Server)
-		c.HTTP = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-			MaxIdleConns: c.Agents, MaxIdleConnsPerHost: c.Agents, IdleConnTimeout: 90 * time.Second,
-			TLSClientConfig: trust.TLSConfig(u.Hostname()),
-		}}
+		c.TLS = trust.TLSConfig(u.Hostname())
 	} else if pinFlag != "" {
 		return fmt.Errorf("--pin-sha256 pins a certificate: it needs an https:// --server, not %s", c.Server)
 	}

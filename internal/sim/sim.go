@@ -15,6 +15,7 @@ package sim
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -56,8 +57,14 @@ type Config struct {
 	// nil allows all of them.
 	Allow        []device.CommandType
 	AgentVersion string
-	HTTP         *http.Client
-	Logger       *slog.Logger
+	// TLS, when set, is the TLS configuration of the HTTP clients the
+	// fleet makes (an https:// Server with its own trust or pin).
+	TLS *tls.Config
+	// HTTP, when set, sends the requests of every endpoint instead of
+	// the clients the fleet makes. It should set no Timeout: a long poll
+	// is held for up to Wait, and the agent bounds each request itself.
+	HTTP   *http.Client
+	Logger *slog.Logger
 	// StatsEvery is the interval of the summary log line (a minute when
 	// zero).
 	StatsEvery time.Duration
@@ -126,6 +133,7 @@ func New(c Config) *Fleet {
 			// the agent bounds every request itself.
 			hc = &http.Client{Transport: &http.Transport{
 				MaxIdleConns: 2 * n, MaxIdleConnsPerHost: 2 * n, IdleConnTimeout: 90 * time.Second,
+				TLSClientConfig: c.TLS,
 			}}
 		}
 		r := rand.New(rand.NewPCG(c.Seed, uint64(i)))

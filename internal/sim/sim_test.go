@@ -2,6 +2,8 @@ package sim
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"math/rand/v2"
 	"net/http/httptest"
@@ -19,6 +21,7 @@ import (
 	"github.com/patchline/patchline/internal/control/sqlstore"
 	"github.com/patchline/patchline/internal/controlapi"
 	"github.com/patchline/patchline/internal/device"
+	"github.com/patchline/patchline/internal/wakeup"
 )
 
 func newServer(t *testing.T) (*sqlstore.Store, string, string) {
@@ -295,4 +298,59 @@ func TestRampSpreadsTheStarts(t *testing.T) {
 	if spread, lo, hi := last.Sub(first), ramp*3/4-200*time.Millisecond, ramp+time.Second; spread < lo || spread > hi {
 		t.Errorf("the enrollments spread over %s, want %s to %s", spread, lo, hi)
 	}
+}
+
+// TestFleetOverTLSTakesCommandsThroughTheLongPoll runs a fleet against an
+// https:// server with the fleet's own clients: the endpoints enroll over
+// TLS, hold their long polls, and a command reaches its endpoint through
+// the long poll although the endpoints check in once an hour.
+func TestFleetOverTLSTakesCommandsThroughTheLongPoll(t *testing.T) {
+	ctx := context.Background()
+	store, err := sqlstore.OpenSQLite(ctx, filepath.Join(t.TempDir(), "control.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	secret := apikey.NewSecret(device.EnrollSecretPrefix)
+	if err := store.CreateEnrollSecret(ctx, &device.EnrollSecret{
+		ID: device.NewID(device.EnrollSecretIDPrefix), SecretHash: apikey.HashSecret(secret), CreatedBy: "test", CreatedAt: time.Now(),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	hub := wakeup.NewHub(0)
+	ringing := wakeup.Store{Store: store, Bell: hub}
+	srv := httptest.NewUnstartedServer(controlapi.New(controlapi.Config{
+		Agents: ringing, Commands: ringing, Rings: ringing, Rollouts: ringing, Policies: ringing,
+		Keys: ringing, Audit: ringing, EnrollSecrets: ringing, Wakeup: hub,
+	}))
+	srv.StartTLS()
+	t.Cleanup(func() { hub.Close(); srv.Close() })
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+
+	cfg := Config{Server: srv.URL, EnrollSecret: secret, Agents: 3, Interval: time.Hour, Wait: 30 * time.Second,
+		TimeScale: 0.002, Seed: 7, AgentVersion: "sim", TLS: &tls.Config{RootCAs: roots}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- New(cfg).Run(runCtx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	eventually(t, "3 long polls held over TLS", func() bool { return hub.Held() == 3 })
+	agents, err := store.FindAgents(ctx, device.AgentFilter{})
+	if err != nil || len(agents) != 3 {
+		t.Fatalf("FindAgents = %d agents, %v; want 3", len(agents), err)
+	}
+	c := device.NewCommand(agents[1].ID, device.CollectLogs, nil, "test", time.Now())
+	if _, err := ringing.CreateCommands(ctx, []*device.Command{c}, false); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the command to start", func() bool {
+		got, _ := store.FindCommandByID(ctx, c.ID)
+		return got != nil && (got.State == device.Running || got.State == device.Succeeded || got.State == device.Failed)
+	})
 }
