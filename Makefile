@@ -1,6 +1,6 @@
 GO ?= go
 
-.PHONY: test lint cross msi bench bench-quick bench-go fuzz fuzz-short integration build
+.PHONY: test lint cross msi bench bench-quick bench-fleet bench-go fuzz fuzz-short integration build
 
 build:
 	$(GO) build -o bin/patchline ./cmd/patchline
@@ -50,6 +50,13 @@ bench:
 # The same at 30,000 CVEs, in a few minutes, for everyday use.
 bench-quick:
 	GO=$(GO) CVES=30000 OSV=20000 DURATION=5s ROUNDS=3 AGENTS=1000 BENCH_DIR=/tmp/patchline-bench-quick sh bench/run.sh
+
+# Command delivery through the agents' long polls at 10,000 simulated
+# agents over two replicas on PostgreSQL (a database created for the run
+# on 127.0.0.1:5432, dropped at the end) and Redis: bench/fleet.sh.
+# AGENTS, COMMANDS, RAMP, WAIT, PG and REDIS change it.
+bench-fleet:
+	GO=$(GO) bash bench/fleet.sh
 
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

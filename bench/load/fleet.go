@@ -94,7 +94,11 @@ func fleetMain(args []string) {
 	if err != nil {
 		log.Fatalf("fleet: %v", err)
 	}
-	fmt.Printf("agents in the control database: %d, of which %d checked in after enrolling (the others: enrollments answered after their endpoint gave up waiting)\n\n", enrolledRows, len(ids))
+	fmt.Printf("agents in the control database: %d, of which %d checked in after enrolling", enrolledRows, len(ids))
+	if enrolledRows > len(ids) {
+		fmt.Print(" (the others: enrollments answered after their endpoint gave up waiting, and enrolled again)")
+	}
+	fmt.Print("\n\n")
 	if len(ids) < *commands {
 		log.Fatalf("fleet: %d agents checked in, fewer than the %d to send commands to", len(ids), *commands)
 	}
