@@ -314,12 +314,19 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.log.Error("check-in refused", "err", err)
 		}
 		bo.Reset()
+		// After a refused check-in the long poll would answer at once
+		// that the commands still wait, and the check-in be refused
+		// again: the next one waits for the interval.
+		wake := a.wake
+		if err != nil {
+			wake = nil
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-a.removed:
 			return a.finishRemoval(ctx)
-		case woke = <-a.wake:
+		case woke = <-wake:
 		case <-time.After(Jitter(a.checkInterval(), a.cfg.Rand)):
 		}
 	}

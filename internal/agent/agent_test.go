@@ -20,6 +20,7 @@ import (
 	"github.com/patchline/patchline/internal/control/sqlstore"
 	"github.com/patchline/patchline/internal/controlapi"
 	"github.com/patchline/patchline/internal/device"
+	"github.com/patchline/patchline/internal/httpx"
 	"github.com/patchline/patchline/internal/wakeup"
 )
 
@@ -76,6 +77,7 @@ type testServer struct {
 	url      string
 	secret   string
 	down     atomic.Bool
+	refuse   atomic.Bool // check-ins answer 400
 	mu       sync.Mutex
 	checkIns []agentproto.CheckInRequest
 }
@@ -123,6 +125,10 @@ func newTestServerWith(t *testing.T, hub *wakeup.Hub) *testServer {
 			ts.mu.Lock()
 			ts.checkIns = append(ts.checkIns, req)
 			ts.mu.Unlock()
+			if ts.refuse.Load() {
+				httpx.WriteProblem(w, http.StatusBadRequest, "the inventory does not validate")
+				return
+			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		api.ServeHTTP(w, r)

@@ -29,13 +29,10 @@ func (c *countingEndpoint) count() int {
 	return c.snapshots
 }
 
-// An agent that checks in once an hour gets a command through its long
-// poll: the server answers it when the command is queued, and the agent
-// checks in at once with the snapshot it already has.
-func TestAgentTakesCommandsThroughTheLongPoll(t *testing.T) {
-	hub := wakeup.NewHub(0)
-	ts := newTestServerWith(t, hub)
-	ep := &countingEndpoint{fakeEndpoint: &fakeEndpoint{snap: Snapshot{Hostname: "pc-17", OS: agentproto.OS{Platform: "windows", Name: "Windows 11 Pro", Version: "23H2", Build: "22631.4460"}}}}
+// runWaitingAgent runs an agent that checks in once an hour and holds
+// 30-second long polls, until the test ends.
+func runWaitingAgent(t *testing.T, ts *testServer, ep Endpoint) *Agent {
+	t.Helper()
 	a := New(Config{Server: ts.url, EnrollSecret: ts.secret, State: NewMemoryState(), Endpoint: ep,
 		Interval: time.Hour, Wait: 30 * time.Second, AgentVersion: "test"})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -49,11 +46,25 @@ func TestAgentTakesCommandsThroughTheLongPoll(t *testing.T) {
 			t.Error("the agent did not stop")
 		}
 	})
-	checkIns := func() int {
-		ts.mu.Lock()
-		defer ts.mu.Unlock()
-		return len(ts.checkIns)
-	}
+	return a
+}
+
+// checkInCount returns the number of check-ins the server got.
+func (ts *testServer) checkInCount() int {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return len(ts.checkIns)
+}
+
+// An agent that checks in once an hour gets a command through its long
+// poll: the server answers it when the command is queued, and the agent
+// checks in at once with the snapshot it already has.
+func TestAgentTakesCommandsThroughTheLongPoll(t *testing.T) {
+	hub := wakeup.NewHub(0)
+	ts := newTestServerWith(t, hub)
+	ep := &countingEndpoint{fakeEndpoint: &fakeEndpoint{snap: Snapshot{Hostname: "pc-17", OS: agentproto.OS{Platform: "windows", Name: "Windows 11 Pro", Version: "23H2", Build: "22631.4460"}}}}
+	a := runWaitingAgent(t, ts, ep)
+	checkIns := ts.checkInCount
 	eventually(t, "the first check-in and the long poll", func() bool { return checkIns() == 1 && hub.Held() == 1 })
 	snapshots := ep.count()
 
@@ -71,6 +82,26 @@ func TestAgentTakesCommandsThroughTheLongPoll(t *testing.T) {
 	// is queued, and take it.
 	if n := checkIns(); n > 3 {
 		t.Errorf("%d check-ins, want at most 3: the first, then one per command", n)
+	}
+}
+
+// A check-in the server refuses is not sent again at once when the long
+// poll says, again at once, that the command is still queued: the agent
+// waits for its interval, as without the long poll, rather than spin
+// between the two requests until the command expires.
+func TestRefusedCheckInWaitsForTheInterval(t *testing.T) {
+	hub := wakeup.NewHub(0)
+	ts := newTestServerWith(t, hub)
+	ep := &fakeEndpoint{snap: Snapshot{Hostname: "pc-18", OS: agentproto.OS{Platform: "linux", Name: "Debian", Version: "12"}}}
+	a := runWaitingAgent(t, ts, ep)
+	checkIns := ts.checkInCount
+	eventually(t, "the first check-in and the long poll", func() bool { return checkIns() == 1 && hub.Held() == 1 })
+	ts.refuse.Store(true)
+	ts.queue(a.AgentID(), device.CollectLogs, nil)
+	eventually(t, "the check-in woken by the long poll", func() bool { return checkIns() >= 2 })
+	time.Sleep(time.Second)
+	if n := checkIns(); n != 2 {
+		t.Errorf("%d check-ins a second after the command, want 2: the first, and the one the long poll woke, refused", n)
 	}
 }
 
