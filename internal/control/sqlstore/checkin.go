@@ -110,7 +110,9 @@ func (s *Store) CheckIn(ctx context.Context, id string, c device.CheckIn) ([]*de
 	}
 	var r checkInResult
 	if s.checkIns != nil {
-		r, err = s.groupCheckIn(ctx, req)
+		if r, err = s.groupCheckIn(ctx, req); err != nil {
+			r.err = err // not handed over: the store is closed, or ctx done
+		}
 	} else {
 		err = s.write(ctx, func(tx querier) error {
 			rings, err := findRings(ctx, tx)

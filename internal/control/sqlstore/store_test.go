@@ -10,6 +10,7 @@ import (
 	"github.com/patchline/patchline/internal/catalog/postgres/pgtest"
 	"github.com/patchline/patchline/internal/control"
 	"github.com/patchline/patchline/internal/control/controltest"
+	"github.com/patchline/patchline/internal/device"
 )
 
 var t0 = controltest.T0
@@ -169,5 +170,19 @@ func TestRebind(t *testing.T) {
 				t.Errorf("rebind(%q) = %q, want %q", tt.in, got, tt.want)
 			}
 		}
+	}
+}
+
+// A check-in the closed store cannot take is an error, not an empty
+// answer.
+func TestCheckInOnClosedStore(t *testing.T) {
+	ctx := context.Background()
+	s, err := OpenSQLite(ctx, filepath.Join(t.TempDir(), "control.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if cmds, err := s.CheckIn(ctx, "agt_aaaaaaaaaaaaaaaaaaaaaaaa", device.CheckIn{Time: time.Now(), Hostname: "h"}); err == nil {
+		t.Errorf("CheckIn on a closed store = %v, nil; want an error", cmds)
 	}
 }
