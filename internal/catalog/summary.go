@@ -10,7 +10,7 @@ import (
 // SummaryColumns are the columns of the records table that ScanSummary
 // reads, in order. Both backends store them alike: missing numbers as -1,
 // times as Unix seconds.
-const SummaryColumns = `key, cve_id, severity, cvss, cvss_version, epss, is_kev, has_fix, published, modified`
+const SummaryColumns = `key, cve_id, severity, cvss, cvss_version, epss, is_kev, has_fix, published, modified, rejected`
 
 // ScanSummary scans a row of SummaryColumns (a *sql.Row, *sql.Rows or a
 // pgx row) into a summary and its key.
@@ -20,19 +20,19 @@ func ScanSummary(row interface{ Scan(...any) error }) (cve.Summary, int64, error
 		id                 string
 		severity, version  *string
 		cvss, epss         float64
-		kev, fix           bool
+		kev, fix, rejected bool
 		published, modTime int64
 	)
-	if err := row.Scan(&key, &id, &severity, &cvss, &version, &epss, &kev, &fix, &published, &modTime); err != nil {
+	if err := row.Scan(&key, &id, &severity, &cvss, &version, &epss, &kev, &fix, &published, &modTime, &rejected); err != nil {
 		return cve.Summary{}, 0, err
 	}
-	return SummaryOf(id, severity, cvss, version, epss, kev, fix, published, modTime), key, nil
+	return SummaryOf(id, severity, cvss, version, epss, kev, fix, published, modTime, rejected), key, nil
 }
 
 // SummaryOf returns the summary of the columns of a stored record: missing
 // numbers as -1, times as Unix seconds.
-func SummaryOf(id string, severity *string, cvss float64, cvssVersion *string, epss float64, kev, fix bool, published, modified int64) cve.Summary {
-	s := cve.Summary{CVEID: id, Severity: severity, CVSSVersion: cvssVersion, IsKEV: kev, HasRemediation: fix}
+func SummaryOf(id string, severity *string, cvss float64, cvssVersion *string, epss float64, kev, fix bool, published, modified int64, rejected bool) cve.Summary {
+	s := cve.Summary{CVEID: id, Severity: severity, CVSSVersion: cvssVersion, IsKEV: kev, HasRemediation: fix, Rejected: rejected}
 	if cvss >= 0 {
 		s.CVSS = &cvss
 	}

@@ -168,6 +168,9 @@ type Summary struct {
 	PublishedAt    *time.Time `json:"publishedAt"`
 	ModifiedAt     *time.Time `json:"modifiedAt,omitempty"`
 	Links          *Links     `json:"_links,omitempty"`
+	// Rejected is true for a record in state REJECTED: lists leave such
+	// records out, and the bulk dump says so of them.
+	Rejected bool `json:"-"`
 }
 
 // Summarize returns the summary row of r.
@@ -179,6 +182,7 @@ func Summarize(r *Record) Summary {
 		HasRemediation: r.Remediation.Available,
 		PublishedAt:    r.PublishedAt,
 		ModifiedAt:     r.ModifiedAt,
+		Rejected:       r.State == StateRejected,
 	}
 	if r.CVSS != nil {
 		score := r.CVSS.Score

@@ -584,17 +584,17 @@ func TestStreams(t *testing.T) {
 		want                 []string
 	}{
 		{"bulk", "/api/v1/cve/bulk.jsonl", contentTypeNDJSON, []string{
-			`{"cveId":"CVE-1999-0001","severity":null,"cvss":null,"epss":null,"isKev":false,"hasRemediation":false,"publishedAt":"1999-12-30T05:00:00Z","modifiedAt":"2020-01-01T00:00:00Z"}`,
-			`{"cveId":"CVE-2021-9999","severity":null,"cvss":null,"epss":null,"isKev":true,"hasRemediation":false,"publishedAt":null,"modifiedAt":"2024-01-01T00:00:00Z"}`,
-			`{"cveId":"CVE-2021-10000","severity":null,"cvss":null,"epss":null,"isKev":false,"hasRemediation":false,"publishedAt":null,"modifiedAt":"2024-02-02T00:00:00Z"}`,
-			`{"cveId":"CVE-2021-44228","severity":"CRITICAL","cvss":10,"epss":0.97565,"isKev":true,"hasRemediation":true,"publishedAt":"2021-12-10T10:15:09Z","modifiedAt":"2025-02-20T00:00:00Z"}`,
+			`{"cveId":"CVE-1999-0001","severity":null,"cvss":null,"epss":null,"isKev":false,"hasRemediation":false,"publishedAt":"1999-12-30T05:00:00Z","modifiedAt":"2020-01-01T00:00:00Z","rejected":false}`,
+			`{"cveId":"CVE-2021-9999","severity":null,"cvss":null,"epss":null,"isKev":true,"hasRemediation":false,"publishedAt":null,"modifiedAt":"2024-01-01T00:00:00Z","rejected":false}`,
+			`{"cveId":"CVE-2021-10000","severity":null,"cvss":null,"epss":null,"isKev":false,"hasRemediation":false,"publishedAt":null,"modifiedAt":"2024-02-02T00:00:00Z","rejected":true}`,
+			`{"cveId":"CVE-2021-44228","severity":"CRITICAL","cvss":10,"epss":0.97565,"isKev":true,"hasRemediation":true,"publishedAt":"2021-12-10T10:15:09Z","modifiedAt":"2025-02-20T00:00:00Z","rejected":false}`,
 		}},
 		{"bulk after", "/api/v1/cve/bulk.jsonl?after=cve-2021-9999", contentTypeNDJSON, []string{
-			`{"cveId":"CVE-2021-10000","severity":null,"cvss":null,"epss":null,"isKev":false,"hasRemediation":false,"publishedAt":null,"modifiedAt":"2024-02-02T00:00:00Z"}`,
-			`{"cveId":"CVE-2021-44228","severity":"CRITICAL","cvss":10,"epss":0.97565,"isKev":true,"hasRemediation":true,"publishedAt":"2021-12-10T10:15:09Z","modifiedAt":"2025-02-20T00:00:00Z"}`,
+			`{"cveId":"CVE-2021-10000","severity":null,"cvss":null,"epss":null,"isKev":false,"hasRemediation":false,"publishedAt":null,"modifiedAt":"2024-02-02T00:00:00Z","rejected":true}`,
+			`{"cveId":"CVE-2021-44228","severity":"CRITICAL","cvss":10,"epss":0.97565,"isKev":true,"hasRemediation":true,"publishedAt":"2021-12-10T10:15:09Z","modifiedAt":"2025-02-20T00:00:00Z","rejected":false}`,
 		}},
 		{"bulk after an id not in the catalog", "/api/v1/cve/bulk.jsonl?after=CVE-2021-20000", contentTypeNDJSON, []string{
-			`{"cveId":"CVE-2021-44228","severity":"CRITICAL","cvss":10,"epss":0.97565,"isKev":true,"hasRemediation":true,"publishedAt":"2021-12-10T10:15:09Z","modifiedAt":"2025-02-20T00:00:00Z"}`,
+			`{"cveId":"CVE-2021-44228","severity":"CRITICAL","cvss":10,"epss":0.97565,"isKev":true,"hasRemediation":true,"publishedAt":"2021-12-10T10:15:09Z","modifiedAt":"2025-02-20T00:00:00Z","rejected":false}`,
 		}},
 		{"bulk after the last", "/api/v1/cve/bulk.jsonl?after=CVE-2021-44228", contentTypeNDJSON, nil},
 		{"modified", "/api/v1/cve/modified.csv", contentTypeCSV, []string{

@@ -41,7 +41,8 @@ var (
 const streamRetryAfter = 5
 
 // bulk answers GET /cve/bulk.jsonl: one lean summary per line for every
-// record after `after`, in CVE id order.
+// record after `after`, in CVE id order, rejected records included and
+// marked so.
 func (s *Server) bulk(w http.ResponseWriter, r *http.Request) error {
 	return s.stream(w, r, "bulk", contentTypeNDJSON, nil, func(dst []byte, sum *cve.Summary) []byte {
 		dst = append(dst, `{"cveId":`...)
@@ -64,6 +65,8 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) error {
 		} else {
 			dst = append(dst, "null"...)
 		}
+		dst = append(dst, `,"rejected":`...)
+		dst = strconv.AppendBool(dst, sum.Rejected)
 		return append(dst, "}\n"...)
 	})
 }

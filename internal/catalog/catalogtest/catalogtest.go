@@ -165,7 +165,7 @@ func testRecords(t *testing.T, open Open) {
 
 // summaryOf is the summary List and Walk give of a stored row.
 func summaryOf(r catalog.Row) cve.Summary {
-	s := cve.Summary{CVEID: r.ID, Severity: r.Severity, CVSSVersion: r.CVSSVersion, IsKEV: r.IsKEV, HasRemediation: r.HasFix}
+	s := cve.Summary{CVEID: r.ID, Severity: r.Severity, CVSSVersion: r.CVSSVersion, IsKEV: r.IsKEV, HasRemediation: r.HasFix, Rejected: r.Rejected}
 	if r.CVSS >= 0 {
 		s.CVSS = ptr(r.CVSS)
 	}

@@ -92,7 +92,7 @@ func (r *indexRow) flag(f uint8) float64 {
 // summary returns the row as catalog.ScanSummary reads it.
 func (x *summaryIndex) summary(r *indexRow) cve.Summary {
 	return catalog.SummaryOf(cve.IDOfKey(r.key), x.str(r.severity), r.cvss, x.str(r.cvssVer), r.epss,
-		r.flags&rowKEV != 0, r.flags&rowFix != 0, r.published, r.modified)
+		r.flags&rowKEV != 0, r.flags&rowFix != 0, r.published, r.modified, r.flags&rowRejected != 0)
 }
 
 func (x *summaryIndex) str(i uint8) *string {
