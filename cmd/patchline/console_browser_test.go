@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/patchline/patchline/internal/agentproto"
+	"github.com/patchline/patchline/internal/alert/alerttest"
 )
 
 // The console in a real browser: headless Chromium, driven through the
@@ -587,20 +588,20 @@ func TestConsoleBrowser(t *testing.T) {
 
 	// An alert rule (privileged actions go through within five minutes of
 	// the re-authentication above), whose webhook hears of the KEV CVEs.
-	hook := newWebhookReceiver(t)
+	hook := alerttest.NewReceiver(t)
 	b.open("/settings/alerts", "/settings/alerts")
 	b.check("alerts")
-	b.do("new alert rule", chromedp.SendKeys(chromedp.ID("rule-name"), "KEV on endpoints"), chromedp.SendKeys(chromedp.ID("rule-url"), hook.srv.URL))
+	b.do("new alert rule", chromedp.SendKeys(chromedp.ID("rule-name"), "KEV on endpoints"), chromedp.SendKeys(chromedp.ID("rule-url"), hook.URL))
 	b.submit(`form[action="/settings/alerts"] button[type=submit]`, "/settings/alerts")
 	ruleSecret := eval[string](b, `document.getElementById('rule-secret').value`)
 	if !strings.HasPrefix(ruleSecret, "plwh_") {
 		t.Fatalf("the new rule's secret: %q\n%s", ruleSecret, b.mainText())
 	}
-	hook.setSecret(ruleSecret)
+	hook.SetSecret(ruleSecret)
 	b.check("alert-rule-created")
 	var alertID string
 	waitFor(t, "the webhook's alert of CVE-2024-9680", time.Minute, func() bool {
-		for _, p := range hook.payloads() {
+		for _, p := range hook.Payloads() {
 			if p.CVEID == "CVE-2024-9680" {
 				alertID = p.AlertID
 				return len(p.Agents) == len(agents) // each reports Firefox 124.0.1

@@ -2,19 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/patchline/patchline/internal/alert"
+	"github.com/patchline/patchline/internal/alert/alerttest"
 	catalogsqlite "github.com/patchline/patchline/internal/catalog/sqlite"
 	"github.com/patchline/patchline/internal/device"
 	"github.com/patchline/patchline/internal/exposure"
@@ -311,22 +307,22 @@ func TestExposureEndToEnd(t *testing.T) {
 
 	// An alert rule for KEV CVEs: its webhook gets one signed alert per
 	// KEV CVE of the report, naming the agents the report names.
-	hook := newWebhookReceiver(t)
+	hook := alerttest.NewReceiver(t)
 	var rule struct{ ID, Secret string }
-	status, body = c.raw("POST", "/api/alert-rules", priv, "", map[string]any{"name": "KEV on endpoints", "kind": "kev", "webhookUrl": hook.srv.URL})
+	status, body = c.raw("POST", "/api/alert-rules", priv, "", map[string]any{"name": "KEV on endpoints", "kind": "kev", "webhookUrl": hook.URL})
 	c.expect("alert rule", status, body, http.StatusCreated, &rule)
-	hook.setSecret(rule.Secret)
-	waitFor(t, "one alert per KEV CVE at the webhook", time.Minute, func() bool { return len(hook.payloads()) >= len(rep.Findings) })
+	hook.SetSecret(rule.Secret)
+	waitFor(t, "one alert per KEV CVE at the webhook", time.Minute, func() bool { return len(hook.Payloads()) >= len(rep.Findings) })
 	time.Sleep(6 * time.Second) // another evaluation: nothing more
 	got := map[string]int{}
-	for _, p := range hook.payloads() {
+	for _, p := range hook.Payloads() {
 		got[p.CVEID] += len(p.Agents)
 		if p.Rule.ID != rule.ID || !p.KEV {
 			t.Errorf("alert %+v", p)
 		}
 	}
-	if len(hook.payloads()) != len(rep.Findings) {
-		t.Errorf("the webhook got %d alerts, the report has %d KEV CVEs", len(hook.payloads()), len(rep.Findings))
+	if len(hook.Payloads()) != len(rep.Findings) {
+		t.Errorf("the webhook got %d alerts, the report has %d KEV CVEs", len(hook.Payloads()), len(rep.Findings))
 	}
 	for _, f := range rep.Findings {
 		if got[f.CVEID] != f.Affected {
@@ -419,48 +415,4 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// webhookReceiver is an alert webhook that checks each request's
-// signature and keeps the payloads.
-type webhookReceiver struct {
-	t      *testing.T
-	srv    *httptest.Server
-	mu     sync.Mutex
-	secret string
-	got    []alert.Payload
-}
-
-func newWebhookReceiver(t *testing.T) *webhookReceiver {
-	rc := &webhookReceiver{t: t}
-	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		rc.mu.Lock()
-		defer rc.mu.Unlock()
-		if err := alert.Verify(rc.secret, r.Header.Get(alert.HeaderTimestamp), r.Header.Get(alert.HeaderSignature), body, time.Now(), 5*time.Minute); err != nil {
-			t.Errorf("webhook: %v", err)
-			http.Error(w, err.Error(), http.StatusUnauthorized)
-			return
-		}
-		var p alert.Payload
-		if err := json.Unmarshal(body, &p); err != nil {
-			t.Errorf("webhook body: %v", err)
-		}
-		rc.got = append(rc.got, p)
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	t.Cleanup(rc.srv.Close)
-	return rc
-}
-
-func (rc *webhookReceiver) setSecret(s string) {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	rc.secret = s
-}
-
-func (rc *webhookReceiver) payloads() []alert.Payload {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return append([]alert.Payload(nil), rc.got...)
 }

@@ -441,7 +441,7 @@ func TestLookupEndToEnd(t *testing.T) {
 				keys = append(keys, k)
 			}
 			slices.Sort(keys)
-			if want := []string{"cveId", "cvss", "epss", "hasRemediation", "isKev", "modifiedAt", "publishedAt", "severity"}; !slices.Equal(keys, want) {
+			if want := []string{"cveId", "cvss", "epss", "hasRemediation", "isKev", "modifiedAt", "publishedAt", "rejected", "severity"}; !slices.Equal(keys, want) {
 				t.Errorf("bulk line fields %v, want %v", keys, want)
 			}
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/patchline/patchline/internal/agentproto"
+	"github.com/patchline/patchline/internal/alert/alerttest"
 	"github.com/patchline/patchline/internal/catalog/postgres/pgtest"
 )
 
@@ -300,11 +301,11 @@ func TestEndToEndTwoReplicas(t *testing.T) {
 	})
 
 	t.Run("both replicas evaluate an alert rule: one webhook", func(t *testing.T) {
-		hook := newWebhookReceiver(t)
+		hook := alerttest.NewReceiver(t)
 		var rule struct{ ID, Secret string }
 		postJSON(t, hc, replicas[1].ControlURL+"/api/alert-rules", priv, "", map[string]any{
-			"name": "KEV on endpoints", "kind": "kev", "webhookUrl": hook.srv.URL}, http.StatusCreated, &rule)
-		hook.setSecret(rule.Secret)
+			"name": "KEV on endpoints", "kind": "kev", "webhookUrl": hook.URL}, http.StatusCreated, &rule)
+		hook.SetSecret(rule.Secret)
 		var a agentproto.EnrollResponse
 		postJSON(t, hc, replicas[0].ControlURL+"/agent/v1/enroll", "", "", agentproto.EnrollRequest{
 			EnrollSecret: secret, Capability: agentproto.CapabilityVersion, Hostname: "winrar-pc",
@@ -317,7 +318,7 @@ func TestEndToEndTwoReplicas(t *testing.T) {
 			Inventory: &agentproto.Inventory{Software: []agentproto.Software{{Name: "WinRAR", Version: "6.22", Ecosystem: "Desktop"}}, PendingUpdates: []agentproto.Update{}},
 		}, http.StatusOK, nil)
 		waitFor(t, "the alert of CVE-2023-38831", 2*time.Minute, func() bool {
-			for _, p := range hook.payloads() {
+			for _, p := range hook.Payloads() {
 				if p.CVEID == "CVE-2023-38831" {
 					return true
 				}
@@ -326,7 +327,7 @@ func TestEndToEndTwoReplicas(t *testing.T) {
 		})
 		time.Sleep(12 * time.Second) // both replicas evaluate twice more
 		n := 0
-		for _, p := range hook.payloads() {
+		for _, p := range hook.Payloads() {
 			if p.CVEID == "CVE-2023-38831" {
 				n++
 				if len(p.Agents) != 1 || p.Agents[0].ID != a.AgentID || len(p.Fixes) == 0 || p.Fixes[0].Version != "6.23" {

@@ -69,6 +69,13 @@ const (
 	SecretPrefix  = "plwh_"
 )
 
+// ValidRuleID reports whether id has the shape of a rule's id: IDPrefix
+// and 24 characters of lowercase base32.
+func ValidRuleID(id string) bool {
+	rest, ok := strings.CutPrefix(id, IDPrefix)
+	return ok && len(rest) == 24 && strings.Trim(rest, "abcdefghijklmnopqrstuvwxyz234567") == ""
+}
+
 // Validate checks a rule as an administrator wrote it.
 func (r *Rule) Validate() error {
 	name := strings.TrimSpace(r.Name)

@@ -2,16 +2,13 @@ package alert_test
 
 import (
 	"context"
-	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
-	"sync"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/patchline/patchline/internal/alert"
+	"github.com/patchline/patchline/internal/alert/alerttest"
 	"github.com/patchline/patchline/internal/apikey"
 	catalogsqlite "github.com/patchline/patchline/internal/catalog/sqlite"
 	"github.com/patchline/patchline/internal/control/sqlstore"
@@ -19,49 +16,6 @@ import (
 	"github.com/patchline/patchline/internal/exposure"
 	"github.com/patchline/patchline/internal/ingest"
 )
-
-// receiver is a webhook that checks signatures and records what it got.
-type receiver struct {
-	t      *testing.T
-	secret func() string
-	mu     sync.Mutex
-	got    []alert.Payload
-	fail   int // answers 503 this many times first
-	srv    *httptest.Server
-}
-
-func newReceiver(t *testing.T) *receiver {
-	rc := &receiver{t: t}
-	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		if err := alert.Verify(rc.secret(), r.Header.Get(alert.HeaderTimestamp), r.Header.Get(alert.HeaderSignature), body, time.Now(), 5*time.Minute); err != nil {
-			t.Errorf("webhook: %v", err)
-			http.Error(w, err.Error(), http.StatusUnauthorized)
-			return
-		}
-		rc.mu.Lock()
-		defer rc.mu.Unlock()
-		if rc.fail > 0 {
-			rc.fail--
-			http.Error(w, "busy", http.StatusServiceUnavailable)
-			return
-		}
-		var p alert.Payload
-		if err := json.Unmarshal(body, &p); err != nil {
-			t.Errorf("webhook body: %v", err)
-		}
-		rc.got = append(rc.got, p)
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	t.Cleanup(rc.srv.Close)
-	return rc
-}
-
-func (rc *receiver) payloads() []alert.Payload {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return append([]alert.Payload(nil), rc.got...)
-}
 
 // ingestSample ingests feeds of the bundled sample into cat.
 func ingestSample(t *testing.T, cat *catalogsqlite.DB, feeds ...string) {
@@ -129,12 +83,11 @@ func TestKEVUpdateFiresOneSignedWebhookPerRule(t *testing.T) {
 	}
 	evaluate()
 
-	rc := newReceiver(t)
+	rc := alerttest.NewReceiver(t)
 	rules := map[string]*alert.Rule{}
-	rc.secret = func() string { return rules["kev"].Secret }
 	for _, r := range []*alert.Rule{
-		alert.NewRule("KEV on endpoints", alert.KEV, 0, rc.srv.URL, "admin:ops@example.com", now),
-		alert.NewRule("KEV due within two weeks", alert.KEVDue, 14, rc.srv.URL, "admin:ops@example.com", now),
+		alert.NewRule("KEV on endpoints", alert.KEV, 0, rc.URL, "admin:ops@example.com", now),
+		alert.NewRule("KEV due within two weeks", alert.KEVDue, 14, rc.URL, "admin:ops@example.com", now),
 	} {
 		if err := r.Validate(); err != nil {
 			t.Fatal(err)
@@ -148,7 +101,8 @@ func TestKEVUpdateFiresOneSignedWebhookPerRule(t *testing.T) {
 	svc := alert.NewService(store, store, cat, nil)
 	clock := now
 	svc.Now = func() time.Time { return clock }
-	rc.fail = 1
+	rc.SetSecret("plwh_shared-by-both-rules-of-this-test")
+	rc.FailNext(1)
 
 	if created, err := svc.Evaluate(ctx); err != nil || len(created) != 0 {
 		t.Fatalf("before the KEV update: %d alerts, %v", len(created), err)
@@ -181,7 +135,7 @@ func TestKEVUpdateFiresOneSignedWebhookPerRule(t *testing.T) {
 		t.Errorf("%d more deliveries", n)
 	}
 
-	got := rc.payloads()
+	got := rc.Payloads()
 	if len(got) != 2 {
 		t.Fatalf("the webhook got %d alerts, want 2: %+v", len(got), got)
 	}
@@ -266,5 +220,15 @@ func TestRuleValidate(t *testing.T) {
 				t.Errorf("Validate = %v, want ok %v", err, tc.ok)
 			}
 		})
+	}
+}
+
+func TestValidRuleID(t *testing.T) {
+	r := alert.NewRule("x", alert.KEV, 0, "https://h.example.com", "t", time.Now())
+	for id, want := range map[string]bool{r.ID: true, "alr_nope": false, "": false, "alr_" + strings.Repeat("A", 24): false,
+		strings.Replace(r.ID, "alr_", "agt_", 1): false, r.ID + "\r\nX: 1": false} {
+		if got := alert.ValidRuleID(id); got != want {
+			t.Errorf("ValidRuleID(%q) = %v, want %v", id, got, want)
+		}
 	}
 }

@@ -154,6 +154,9 @@ func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	f := alert.Filter{RuleID: q.get("ruleId"), Limit: limit + 1}
+	if f.RuleID != "" && !alert.ValidRuleID(f.RuleID) {
+		return errs.Invalidf("ruleId %q is not an alert rule id", f.RuleID)
+	}
 	fp := fingerprint("alerts", f.RuleID)
 	var at int64
 	var id string

@@ -50,6 +50,7 @@ func TestAlertRules(t *testing.T) {
 		t.Errorf("alerts = %+v", alerts)
 	}
 	problem(t, e.do(request{method: "GET", path: "/api/alerts?cursor=nonsense", apiKey: e.key}), http.StatusBadRequest)
+	problem(t, e.do(request{method: "GET", path: "/api/alerts?ruleId=alr_nope", apiKey: e.key}), http.StatusBadRequest)
 	problem(t, e.do(request{method: "GET", path: "/api/alerts/alt_nope", apiKey: e.key}), http.StatusNotFound)
 
 	problem(t, e.do(request{method: "DELETE", path: "/api/alert-rules/" + created.ID, apiKey: e.key}), http.StatusForbidden)
