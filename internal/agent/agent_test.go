@@ -197,8 +197,16 @@ func deb(name, version string) agentproto.Software {
 
 func startAgent(t *testing.T, ts *testServer, st State, ep Endpoint, allow ...device.CommandType) (*Agent, chan error, context.CancelFunc) {
 	t.Helper()
-	a := New(Config{Server: ts.url, EnrollSecret: ts.secret, State: st, Endpoint: ep, Allow: allow,
+	a, done, cancel := runAgent(t, Config{Server: ts.url, EnrollSecret: ts.secret, State: st, Endpoint: ep, Allow: allow,
 		Interval: 50 * time.Millisecond, AgentVersion: "test"})
+	eventually(t, "enrollment", func() bool { return a.AgentID() != "" })
+	return a, done, cancel
+}
+
+// runAgent runs the agent of c until the test ends, or cancel.
+func runAgent(t *testing.T, c Config) (*Agent, chan error, context.CancelFunc) {
+	t.Helper()
+	a := New(c)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
@@ -210,7 +218,6 @@ func startAgent(t *testing.T, ts *testServer, st State, ep Endpoint, allow ...de
 			t.Error("the agent did not stop")
 		}
 	})
-	eventually(t, "enrollment", func() bool { return a.AgentID() != "" })
 	return a, done, cancel
 }
 

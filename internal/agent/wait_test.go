@@ -33,19 +33,8 @@ func (c *countingEndpoint) count() int {
 // 30-second long polls, until the test ends.
 func runWaitingAgent(t *testing.T, ts *testServer, ep Endpoint) *Agent {
 	t.Helper()
-	a := New(Config{Server: ts.url, EnrollSecret: ts.secret, State: NewMemoryState(), Endpoint: ep,
+	a, _, _ := runAgent(t, Config{Server: ts.url, EnrollSecret: ts.secret, State: NewMemoryState(), Endpoint: ep,
 		Interval: time.Hour, Wait: 30 * time.Second, AgentVersion: "test"})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Error("the agent did not stop")
-		}
-	})
 	return a
 }
 
