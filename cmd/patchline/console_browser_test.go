@@ -316,20 +316,56 @@ func controlCall(t *testing.T, method, url string, h http.Header, body any) (int
 	return resp.StatusCode, string(out)
 }
 
-func TestConsoleBrowser(t *testing.T) {
-	chromium := os.Getenv("PATCHLINE_TEST_CHROMIUM")
+// browserTest returns the Chromium binary of PATCHLINE_TEST_CHROMIUM and
+// the directory of the screenshots of a test of what (below
+// PATCHLINE_TEST_ARTIFACTS, or a temporary one), or skips the test.
+func browserTest(t *testing.T, what string) (chromium, artifacts string) {
+	t.Helper()
+	chromium = os.Getenv("PATCHLINE_TEST_CHROMIUM")
 	if chromium == "" {
-		t.Skip("PATCHLINE_TEST_CHROMIUM is unset: set it to a Chromium binary (such as /usr/bin/chromium) to test the console in a real browser")
+		t.Skipf("PATCHLINE_TEST_CHROMIUM is unset: set it to a Chromium binary (such as /usr/bin/chromium) to test the %s in a real browser", what)
 	}
-	artifacts := os.Getenv("PATCHLINE_TEST_ARTIFACTS")
+	artifacts = os.Getenv("PATCHLINE_TEST_ARTIFACTS")
 	if artifacts == "" {
-		artifacts = t.TempDir()
-	} else {
-		artifacts = filepath.Join(artifacts, "console")
-		if err := os.MkdirAll(artifacts, 0o755); err != nil {
-			t.Fatal(err)
-		}
+		return chromium, t.TempDir()
 	}
+	artifacts = filepath.Join(artifacts, strings.ReplaceAll(what, " ", "-"))
+	if err := os.MkdirAll(artifacts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return chromium, artifacts
+}
+
+// startBrowser starts headless Chromium on base, with nothing that
+// reaches for the network, for at most timeout; it stops when the test
+// ends.
+func startBrowser(t *testing.T, chromium, artifacts, base string, timeout time.Duration) *consoleBrowser {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromium),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("no-default-browser-check", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(desktopWidth, desktopHeight),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	tabCtx, cancelTab := chromedp.NewContext(allocCtx)
+	t.Cleanup(func() { cancelTab(); cancelAlloc(); cancel() })
+	b := &consoleBrowser{t: t, ctx: tabCtx, base: base, artifacts: artifacts}
+	b.do("start chromium", chromedp.EmulateViewport(desktopWidth, desktopHeight))
+	return b
+}
+
+func TestConsoleBrowser(t *testing.T) {
+	chromium, artifacts := browserTest(t, "console")
 	t.Logf("screenshots of the console go to %s", artifacts)
 
 	data := t.TempDir()
@@ -373,29 +409,7 @@ func TestConsoleBrowser(t *testing.T) {
 		agents = append(agents, agent{enrolled.AgentID, enrolled.Credential})
 	}
 
-	// Chromium, headless, with nothing that reaches for the network.
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromium),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.Flag("no-default-browser-check", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(desktopWidth, desktopHeight),
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	tabCtx, cancelTab := chromedp.NewContext(allocCtx)
-	defer cancelTab()
-	b := &consoleBrowser{t: t, ctx: tabCtx, base: srv.ControlURL, artifacts: artifacts}
-	b.do("start chromium", chromedp.EmulateViewport(desktopWidth, desktopHeight))
+	b := startBrowser(t, chromium, artifacts, srv.ControlURL, 5*time.Minute)
 
 	// First-run setup: the console sends a fresh install there.
 	b.open("/", "/setup")

@@ -1,14 +1,9 @@
 package main
 
 import (
-	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/chromedp/chromedp"
 )
 
 // TestFrontPageBrowser opens the lookup listener's front page and a source
@@ -16,43 +11,9 @@ import (
 // sample, and checks what a person sees there. It runs when
 // PATCHLINE_TEST_CHROMIUM names a Chromium binary.
 func TestFrontPageBrowser(t *testing.T) {
-	chromium := os.Getenv("PATCHLINE_TEST_CHROMIUM")
-	if chromium == "" {
-		t.Skip("PATCHLINE_TEST_CHROMIUM is unset: set it to a Chromium binary (such as /usr/bin/chromium) to test the front page in a real browser")
-	}
-	artifacts := os.Getenv("PATCHLINE_TEST_ARTIFACTS")
-	if artifacts == "" {
-		artifacts = t.TempDir()
-	} else {
-		artifacts = filepath.Join(artifacts, "front")
-		if err := os.MkdirAll(artifacts, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	chromium, artifacts := browserTest(t, "front page")
 	srv := startServe(t, t.TempDir(), []string{"PATCHLINE_CONTROL_DB=", "PATCHLINE_CATALOG_DB="})
-
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromium),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.Flag("no-default-browser-check", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(desktopWidth, desktopHeight),
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	tabCtx, cancelTab := chromedp.NewContext(allocCtx)
-	defer cancelTab()
-	b := &consoleBrowser{t: t, ctx: tabCtx, base: srv.LookupURL, artifacts: artifacts}
-	b.do("start chromium", chromedp.EmulateViewport(desktopWidth, desktopHeight))
+	b := startBrowser(t, chromium, artifacts, srv.LookupURL, 3*time.Minute)
 
 	b.open("/", "/")
 	main := b.mainText()
