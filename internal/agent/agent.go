@@ -128,6 +128,10 @@ type Agent struct {
 	// lastSnap is the snapshot of the last check-in, which a check-in
 	// woken by the long poll sends again rather than take a new one.
 	lastSnap *Snapshot
+	// enrollmentID is sent with every attempt of one enrollment, so that
+	// the server answers an attempt whose first answer was lost with the
+	// agent it already enrolled.
+	enrollmentID string
 }
 
 // New returns an agent for c, which must be valid.
@@ -443,13 +447,18 @@ func (a *Agent) enroll(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("enroll: %w", err)
 	}
+	if a.enrollmentID == "" {
+		a.enrollmentID = rand.Text()
+	}
 	resp, err := a.client.Enroll(ctx, &agentproto.EnrollRequest{
 		EnrollSecret: a.cfg.EnrollSecret, Capability: agentproto.CapabilityVersion,
 		Hostname: snap.Hostname, OS: snap.OS, Arch: snap.Arch, AgentVersion: a.cfg.AgentVersion,
+		EnrollmentID: a.enrollmentID,
 	})
 	if err != nil {
 		return err
 	}
+	a.enrollmentID = ""
 	if resp.CheckInIntervalSeconds > 0 {
 		a.interval = time.Duration(resp.CheckInIntervalSeconds) * time.Second
 	}

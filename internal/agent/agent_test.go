@@ -78,6 +78,9 @@ type testServer struct {
 	secret   string
 	down     atomic.Bool
 	refuse   atomic.Bool // check-ins answer 400
+	// lose is the number of enrollments still to take and then answer
+	// 502, as a proxy does whose wait for the answer ran out.
+	lose     atomic.Int32
 	mu       sync.Mutex
 	checkIns []agentproto.CheckInRequest
 }
@@ -116,6 +119,11 @@ func newTestServerWith(t *testing.T, hub *wakeup.Hub) *testServer {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if ts.down.Load() {
 			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+			return
+		}
+		if r.URL.Path == agentproto.PathEnroll && ts.lose.Add(-1) >= 0 {
+			api.ServeHTTP(httptest.NewRecorder(), r)
+			http.Error(w, "the control service did not answer in time", http.StatusBadGateway)
 			return
 		}
 		if r.URL.Path == agentproto.PathCheckIn {
@@ -219,6 +227,26 @@ func runAgent(t *testing.T, c Config) (*Agent, chan error, context.CancelFunc) {
 		}
 	})
 	return a, done, cancel
+}
+
+// TestEnrollmentSentAgain: the answers of the first enrollments are lost;
+// the agent sends the same enrollment again and the server answers the
+// agent it enrolled, so that one endpoint is one agent.
+func TestEnrollmentSentAgain(t *testing.T) {
+	ts := newTestServer(t)
+	ts.lose.Store(2)
+	ep := &fakeEndpoint{snap: Snapshot{Hostname: "web-01", OS: agentproto.OS{Platform: "linux", Name: "Debian GNU/Linux", Version: "12"}, Arch: "amd64"}}
+	ep.setSoftware(deb("bash", "5.2.15-2+b2"))
+	a, _, _ := startAgent(t, ts, NewMemoryState(), ep)
+	id := a.AgentID()
+	eventually(t, "the inventory", func() bool { return len(ts.agent(id).Inventory.Software) == 1 })
+	agents, err := ts.store.FindAgents(context.Background(), device.AgentFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(agents) != 1 || agents[0].ID != id {
+		t.Errorf("after three attempts of one enrollment the server has %d agents, want 1 (%s)", len(agents), id)
+	}
 }
 
 func TestAgentAgainstServer(t *testing.T) {

@@ -108,6 +108,11 @@ type EnrollRequest struct {
 	OS           OS     `json:"os"`
 	Arch         string `json:"arch"`
 	AgentVersion string `json:"agentVersion"`
+	// EnrollmentID is the agent's own random id of this enrollment, the
+	// same in every attempt: a request sent again after its answer was
+	// lost answers the agent the first one created (with a new credential)
+	// instead of enrolling another, until that agent checks in. Optional.
+	EnrollmentID string `json:"enrollmentId,omitempty"`
 }
 
 // EnrollResponse answers an enrollment.

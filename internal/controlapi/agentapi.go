@@ -102,6 +102,20 @@ func checkIPs(ips []string) error {
 	return nil
 }
 
+// validEnrollmentID reports whether id is an enrollment id an agent may
+// send: 16 to 64 characters of a URL-safe alphabet.
+func validEnrollmentID(id string) bool {
+	if len(id) < 16 || len(id) > 64 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
 // truncate shortens a client's value quoted in a message.
 func truncate(s string) string {
 	if len(s) <= 64 {
@@ -126,6 +140,9 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) error {
 	if err := checkIdentity(req.Capability, req.Hostname, req.OS, req.Arch, req.AgentVersion); err != nil {
 		return err
 	}
+	if req.EnrollmentID != "" && !validEnrollmentID(req.EnrollmentID) {
+		return errs.Invalidf("enrollmentId must be 16 to 64 letters, digits, '-' or '_', got %q", truncate(req.EnrollmentID))
+	}
 	now := s.now().UTC()
 	credential := apikey.NewSecret(device.AgentCredentialPrefix)
 	a := &device.Agent{
@@ -136,6 +153,7 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) error {
 		AgentVersion:   req.AgentVersion,
 		Capability:     req.Capability,
 		CredentialHash: apikey.HashSecret(credential),
+		EnrollmentID:   req.EnrollmentID,
 		EnrolledAt:     now,
 		LastSeenAt:     now,
 		FeatureUpgrade: device.FeatureUpgrade{State: device.FeatureUpgradeNone},

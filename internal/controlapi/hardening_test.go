@@ -407,3 +407,32 @@ func TestLogBundleOutlastsReadTimeout(t *testing.T) {
 		t.Error("a slow check-in outlasted the read timeout")
 	}
 }
+
+// TestEnrollmentID: an enrollment sent again with its enrollmentId
+// answers the same agent, with a credential that replaces the first; a
+// malformed id is a 400, and one whose agent has checked in a 409.
+func TestEnrollmentID(t *testing.T) {
+	e := newEnv(t)
+	req := agentproto.EnrollRequest{EnrollSecret: e.enrollSecret, Capability: agentproto.CapabilityVersion, Hostname: "laptop-7",
+		OS: agentproto.OS{Platform: "linux", Name: "Debian GNU/Linux", Version: "12"}, Arch: "amd64", EnrollmentID: "QZ7M4XJ2KD5WB3NRTF6HY8CEPA"}
+	enroll := func() agentproto.EnrollResponse {
+		t.Helper()
+		return decode[agentproto.EnrollResponse](t, e.do(request{method: "POST", path: agentproto.PathEnroll, body: req}), http.StatusCreated)
+	}
+	first, again := enroll(), enroll()
+	if again.AgentID != first.AgentID || again.Credential == first.Credential {
+		t.Fatalf("sent again: agent %s, want %s with a new credential", again.AgentID, first.AgentID)
+	}
+	checkIn := agentproto.CheckInRequest{Capability: agentproto.CapabilityVersion, Hostname: "laptop-7", OS: req.OS}
+	problem(t, e.do(request{method: "POST", path: agentproto.PathCheckIn, bearer: first.Credential, body: checkIn}), http.StatusUnauthorized)
+	decode[agentproto.CheckInResponse](t, e.do(request{method: "POST", path: agentproto.PathCheckIn, bearer: again.Credential, body: checkIn}), http.StatusOK)
+	if detail := problem(t, e.do(request{method: "POST", path: agentproto.PathEnroll, body: req}), http.StatusConflict); !strings.Contains(detail, "already been answered") {
+		t.Errorf("a spent enrollment id: %q", detail)
+	}
+	for _, id := range []string{"short", strings.Repeat("A", 65), "QZ7M4XJ2KD5WB3NRTF6HY8CEP\n"} {
+		req.EnrollmentID = id
+		if detail := problem(t, e.do(request{method: "POST", path: agentproto.PathEnroll, body: req}), http.StatusBadRequest); !strings.Contains(detail, "enrollmentId must be") {
+			t.Errorf("enrollmentId %q: %q", id, detail)
+		}
+	}
+}

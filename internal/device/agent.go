@@ -147,16 +147,20 @@ const (
 
 // Agent is an enrolled endpoint.
 type Agent struct {
-	ID              string
-	Hostname        string
-	OS              OS
-	Arch            string // amd64, arm64
-	AgentVersion    string
-	Capability      int // agentproto.CapabilityVersion the agent speaks
-	IPs             []string
-	Ring            string // deployment ring, "" for none
-	RingSource      string // RingSourceManual or RingSourceRule
-	EnrollSecretID  string
+	ID             string
+	Hostname       string
+	OS             OS
+	Arch           string // amd64, arm64
+	AgentVersion   string
+	Capability     int // agentproto.CapabilityVersion the agent speaks
+	IPs            []string
+	Ring           string // deployment ring, "" for none
+	RingSource     string // RingSourceManual or RingSourceRule
+	EnrollSecretID string
+	// EnrollmentID is the agent's own id of its enrollment request, given
+	// to the store on enrollment only: a request sent again with it finds
+	// the agent it created.
+	EnrollmentID    string
 	EnrolledAt      time.Time
 	LastSeenAt      time.Time
 	Inventory       Inventory

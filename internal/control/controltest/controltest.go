@@ -6,6 +6,7 @@
 package controltest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -65,6 +66,7 @@ func Run(t *testing.T, b Backend) {
 		{"Keys", testKeys},
 		{"Admins", testAdmins},
 		{"Enroll", testEnroll},
+		{"EnrollAgain", testEnrollAgain},
 		{"FindAgents", testFindAgents},
 		{"CheckInAndCommands", testCheckInAndCommands},
 		{"CheckInOrder", testCheckInOrder},
@@ -285,6 +287,65 @@ func testEnroll(t *testing.T, b *Backend) {
 		if e.ID == secrets["pilot"].ID && (e.Uses != 1 || e.LastUsedAt == nil) {
 			t.Errorf("pilot secret uses = %d, last used %v", e.Uses, e.LastUsedAt)
 		}
+	}
+}
+
+// testEnrollAgain: an enrollment sent again with its enrollment id, its
+// first answer lost, answers the same agent with the new credential, until
+// that agent checks in.
+func testEnrollAgain(t *testing.T, b *Backend) {
+	ctx := context.Background()
+	f := newFixture(t, b)
+	s := f.s
+	attempt := func(enrollmentID, hostname, credential string) (*device.Agent, error) {
+		a := &device.Agent{ID: device.NewID(device.AgentIDPrefix), Hostname: hostname, OS: device.OS{Platform: "linux"},
+			CredentialHash: apikey.HashSecret(credential), EnrollmentID: enrollmentID, EnrolledAt: t0, LastSeenAt: t0}
+		return a, s.EnrollAgent(ctx, f.secret, a)
+	}
+	credentialOf := func(id string) []byte {
+		t.Helper()
+		c, err := s.FindAgentCredential(ctx, id)
+		wantKind(t, err, nil)
+		return c.Hash
+	}
+	first, err := attempt("ENROLLMENT0000000001", "web-01", "c1")
+	wantKind(t, err, nil)
+	again, err := attempt("ENROLLMENT0000000001", "web-01", "c2")
+	wantKind(t, err, nil)
+	if again.ID != first.ID || again.Ring != first.Ring || again.EnrollSecretID != first.EnrollSecretID {
+		t.Errorf("sent again: agent %s (ring %q), want %s (ring %q)", again.ID, again.Ring, first.ID, first.Ring)
+	}
+	if !bytes.Equal(credentialOf(first.ID), apikey.HashSecret("c2")) {
+		t.Error("sent again: the agent keeps the first credential")
+	}
+	_, err = attempt("ENROLLMENT0000000001", "web-02", "c3")
+	wantKind(t, err, errs.ErrConflict)
+
+	other, err := attempt("ENROLLMENT0000000002", "web-01", "c4")
+	wantKind(t, err, nil)
+	none, err := attempt("", "web-01", "c5")
+	wantKind(t, err, nil)
+	if other.ID == first.ID || none.ID == first.ID || none.ID == other.ID {
+		t.Errorf("three enrollments made agents %s, %s, %s", first.ID, other.ID, none.ID)
+	}
+	agents, err := s.FindAgents(ctx, device.AgentFilter{})
+	wantKind(t, err, nil)
+	if len(agents) != 3 {
+		t.Errorf("%d agents, want 3", len(agents))
+	}
+	secrets, err := s.FindEnrollSecrets(ctx)
+	wantKind(t, err, nil)
+	if len(secrets) != 1 || secrets[0].Uses != 3 {
+		t.Errorf("enrollment secrets = %+v, want one used 3 times", secrets)
+	}
+
+	// Once the agent has checked in, its enrollment id is spent.
+	_, err = s.CheckIn(ctx, first.ID, device.CheckIn{Time: t0.Add(time.Minute), Hostname: "web-01", OS: first.OS})
+	wantKind(t, err, nil)
+	_, err = attempt("ENROLLMENT0000000001", "web-01", "c6")
+	wantKind(t, err, errs.ErrConflict)
+	if !bytes.Equal(credentialOf(first.ID), apikey.HashSecret("c2")) {
+		t.Error("a spent enrollment id changed the credential")
 	}
 }
 

@@ -34,6 +34,12 @@ func (s *Store) EnrollAgent(ctx context.Context, secretHash []byte, a *device.Ag
 		case !sec.Usable(a.EnrolledAt):
 			return errs.Unauthorizedf("the enrollment secret has expired")
 		}
+		if a.EnrollmentID != "" {
+			again, err := s.enrollAgain(ctx, tx, sec.ID, a)
+			if err != nil || again {
+				return err
+			}
+		}
 		if a.Ring == "" {
 			a.Ring = sec.Ring
 		}
@@ -49,6 +55,15 @@ func (s *Store) EnrollAgent(ctx context.Context, secretHash []byte, a *device.Ag
 		if err := s.insertAgent(ctx, tx, a); err != nil {
 			return err
 		}
+		if a.EnrollmentID != "" {
+			_, err := tx.Exec(ctx, `UPDATE agents SET enrollment_id = ? WHERE id = ?`, a.EnrollmentID, a.ID)
+			if _, ok := s.d.isUnique(err); ok {
+				return errs.Conflictf("enrollment %s is being answered: send it again", a.EnrollmentID)
+			}
+			if err != nil {
+				return err
+			}
+		}
 		_, err = tx.Exec(ctx, `UPDATE enroll_secrets SET uses = uses + 1, last_used_at = ? WHERE id = ?`,
 			ms(a.EnrolledAt), sec.ID)
 		return err
@@ -57,6 +72,34 @@ func (s *Store) EnrollAgent(ctx context.Context, secretHash []byte, a *device.Ag
 		return fmt.Errorf("enroll agent %s: %w", a.Hostname, err)
 	}
 	return nil
+}
+
+// enrollAgain answers an enrollment sent again, its first answer lost: when
+// the agent that a.EnrollmentID created with the same secret has not
+// checked in since, it takes a's credential and a becomes that agent. Once
+// that agent has checked in, the enrollment id is spent.
+func (s *Store) enrollAgain(ctx context.Context, tx querier, secretID string, a *device.Agent) (bool, error) {
+	var id string
+	err := tx.QueryRow(ctx, `SELECT id FROM agents WHERE enrollment_id = ?`, a.EnrollmentID).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	prev, err := findAgent(ctx, tx, id, "")
+	if err != nil {
+		return false, err
+	}
+	if prev.RemovedAt != nil || prev.EnrollSecretID != secretID || prev.Hostname != a.Hostname || !prev.LastSeenAt.Equal(prev.EnrolledAt) {
+		return false, errs.Conflictf("enrollment %s has already been answered: enroll with a new enrollment id", a.EnrollmentID)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE agents SET credential_hash = ? WHERE id = ?`, a.CredentialHash, id); err != nil {
+		return false, err
+	}
+	prev.CredentialHash, prev.EnrollmentID = a.CredentialHash, a.EnrollmentID
+	*a = *prev
+	return true, nil
 }
 
 func (s *Store) insertAgent(ctx context.Context, tx querier, a *device.Agent) error {
