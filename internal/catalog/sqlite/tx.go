@@ -134,12 +134,26 @@ func (t *tx_) PutFacts(ctx context.Context, key int64, f *cve.Facts) (catalog.Ch
 	if err != nil {
 		return 0, err
 	}
-	return t.PutFactsJSON(ctx, key, f.Feed, f.Doc, body)
+	return t.putFactsJSON(ctx, key, f.Feed, f.Doc, body)
 }
 
-// PutFactsJSON is PutFacts for facts already encoded: body is the JSON of
-// the cve.Facts of key, feed and doc. An ingest encodes them on every core.
-func (t *tx_) PutFactsJSON(ctx context.Context, key int64, feed, doc string, body []byte) (catalog.Change, error) {
+// PutFactsJSON is PutFacts for facts already encoded, each in turn: on
+// SQLite a statement costs no round trip. An ingest encodes them on every
+// core.
+func (t *tx_) PutFactsJSON(ctx context.Context, facts []catalog.EncodedFacts) ([]catalog.Change, error) {
+	out := make([]catalog.Change, len(facts))
+	for i, f := range facts {
+		var err error
+		if out[i], err = t.putFactsJSON(ctx, f.Key, f.Feed, f.Doc, f.Body); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// putFactsJSON is PutFacts for facts already encoded: body is the JSON of
+// the cve.Facts of key, feed and doc.
+func (t *tx_) putFactsJSON(ctx context.Context, key int64, feed, doc string, body []byte) (catalog.Change, error) {
 	// Most facts of a run are new (a first ingest) or unchanged: try the
 	// insert first, and compare with the stored body only when it exists.
 	res, err := t.exec(ctx, `INSERT INTO facts (key, feed, doc, body) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`, key, feed, doc, body)
@@ -226,21 +240,7 @@ func (t *tx_) FactsJSON(ctx context.Context, keys []int64) ([][][]byte, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	i := 0
-	for rows.Next() {
-		var key int64
-		var body []byte
-		if err := rows.Scan(&key, &body); err != nil {
-			return nil, err
-		}
-		for i < len(keys) && keys[i] < key {
-			i++
-		}
-		if i < len(keys) && keys[i] == key {
-			out[i] = append(out[i], body)
-		}
-	}
-	return out, rows.Err()
+	return catalog.ScanKeyedBodies(rows, keys)
 }
 
 // scanBodies returns the bodies the one-column query st gives for arg.
@@ -283,6 +283,19 @@ func (t *tx_) RecordState(ctx context.Context, key int64) ([]byte, int64, bool, 
 	st.exists = true
 	t.remember(key, st)
 	return st.hash, st.modified, true, nil
+}
+
+// RecordStates is RecordState for each of keys.
+func (t *tx_) RecordStates(ctx context.Context, keys []int64) ([]catalog.RecordState, error) {
+	out := make([]catalog.RecordState, len(keys))
+	for i, key := range keys {
+		st := &out[i]
+		var err error
+		if st.Hash, st.Modified, st.Exists, err = t.RecordState(ctx, key); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // recordState is what RecordState read of a stored record.
@@ -354,6 +367,16 @@ func (t *tx_) PutRecord(ctx context.Context, r *catalog.Row) error {
 	}
 	_, err = t.exec(ctx, `INSERT INTO records_fts (rowid, cve_id, description) VALUES (?, ?, ?)`, r.Key, r.ID, r.Description)
 	return err
+}
+
+// PutRecords is PutRecord for each of rows.
+func (t *tx_) PutRecords(ctx context.Context, rows []*catalog.Row) error {
+	for _, r := range rows {
+		if err := t.PutRecord(ctx, r); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (t *tx_) DeleteRecord(ctx context.Context, key int64) error {
