@@ -249,7 +249,7 @@ func (rb *rebuild) install(ctx context.Context) error {
 		// d is left unusable: its handles are closed.
 		return errors.Join(err, oerr)
 	}
-	d.db, d.recordBody = db.db, db.recordBody
+	d.db, d.recordBody, d.SQLSyncStates, d.SQLReads = db.db, db.recordBody, db.SQLSyncStates, db.SQLReads
 	if err != nil || !inUse {
 		return err
 	}
