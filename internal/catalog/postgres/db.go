@@ -1,14 +1,25 @@
 // Package postgres is the catalog store on PostgreSQL, for deployments of
 // many serve replicas that share one catalog.
 //
-// It speaks to the server with pgx through a pgxpool pool rather than
-// through database/sql: pgx prepares and caches each statement per
-// connection on its own (the record read of the lookup API is one round
-// trip) and binds []int64 to bigint[] for key = ANY($1). The SQL is the
-// SQLite store's, in PostgreSQL's dialect. What both stores share whole,
-// the sync states (catalog.SQLSyncStates), the data sources, the walk and
-// the counts (catalog.SQLReads), run through pgx's database/sql adapter on
-// the same pool.
+// The catalog is written once for both engines where their code does the
+// same: the package catalog holds it over database/sql (catalog.SQLReads:
+// data sources, walk, counts, dump; catalog.SQLSyncStates; catalog.SQLTx:
+// the statements of an ingest transaction both run alike), with $1, $2 …
+// placeholders that SQLite reads too. This package and package sqlite are
+// the dialects: what truly differs, and the fast paths of each engine. It
+// is two packages over a shared one, rather than one package as the
+// control store is, because the fast paths are most of each: SQLite's
+// summary index, record cache and rebuild beside the live file; here the
+// facts and records of an ingest written a batch per statement (unnest
+// arrays, one round trip per 1,024 facts or 512 records), full-text
+// search on a tsvector column built by the store, and the ingest's
+// advisory lock.
+//
+// The write transaction and the shared reads run through pgx's
+// database/sql adapter; the hot reads of the lookup API (a record, a
+// batch, a list page) speak to the pgxpool pool beneath it, which prepares
+// and caches each statement per connection (the record read is one round
+// trip).
 //
 // Schema migrations are embedded and applied at Open, in order, each in its
 // own transaction under an advisory lock, so that replicas starting at once

@@ -2,11 +2,10 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/patchline/patchline/internal/catalog"
 	"github.com/patchline/patchline/internal/cve"
@@ -17,43 +16,42 @@ import (
 // runs merging the same CVE at once would each miss the other's facts.
 // Readers go on seeing the previous catalog until Commit.
 func (d *DB) Begin(ctx context.Context) (catalog.Tx, error) {
-	tx, err := d.pool.Begin(ctx)
+	tx, err := d.SQLReads.DB.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("begin ingest: %w", err)
 	}
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, ingestLock); err != nil {
-		tx.Rollback(context.Background())
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, ingestLock); err != nil {
+		tx.Rollback()
 		return nil, fmt.Errorf("begin ingest: wait for the ingest lock: %w", err)
 	}
-	return &writeTx{ctx: ctx, tx: tx}, nil
+	return &writeTx{SQLTx: &catalog.SQLTx{Tx: tx, Text: pgText}, tx: tx}, nil
 }
 
-// writeTx is a catalog.Tx: a pgx transaction.
+// writeTx is a catalog.Tx: a database/sql transaction, which database/sql
+// rolls back once the context of Begin is done.
 type writeTx struct {
-	ctx context.Context // of Begin: Commit fails once it is done
-	tx  pgx.Tx
+	// SQLTx runs the statements both stores share.
+	*catalog.SQLTx
+	tx *sql.Tx
 }
 
 // Commit implements catalog.Tx. It fails once the context of Begin is
 // done.
 func (t *writeTx) Commit() error {
-	if err := t.tx.Commit(t.ctx); err != nil {
+	if err := t.tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
 }
 
 // Rollback implements catalog.Tx: it ends the transaction, if Commit did
-// not, even when the context of Begin is done.
+// not.
 func (t *writeTx) Rollback() error {
-	err := t.tx.Rollback(context.Background())
-	if errors.Is(err, pgx.ErrTxClosed) {
-		return err
-	}
-	if err != nil {
+	err := t.tx.Rollback()
+	if err != nil && !errors.Is(err, sql.ErrTxDone) {
 		return fmt.Errorf("rollback: %w", err)
 	}
-	return nil
+	return err
 }
 
 // putFacts stores a batch of facts rows in one round trip and returns,
@@ -98,7 +96,7 @@ func (t *writeTx) PutFactsJSON(ctx context.Context, facts []catalog.EncodedFacts
 	for i := range out {
 		out[i] = catalog.Added
 	}
-	rows, err := t.tx.Query(ctx, putFacts, keys, feeds, docs, bodies)
+	rows, err := t.tx.QueryContext(ctx, putFacts, keys, feeds, docs, bodies)
 	if err != nil {
 		return nil, err
 	}
@@ -109,62 +107,12 @@ func (t *writeTx) PutFactsJSON(ctx context.Context, facts []catalog.EncodedFacts
 		if err := rows.Scan(&n, &same); err != nil {
 			return nil, err
 		}
-		out[n-1] = change(true, same)
+		out[n-1] = catalog.Changed
+		if same {
+			out[n-1] = catalog.Unchanged
+		}
 	}
 	return out, rows.Err()
-}
-
-// putLifecycle is putFacts for lifecycles.
-const putLifecycle = `WITH old AS (
-		SELECT body FROM lifecycles WHERE product = $1 AND cycle = $2
-	), put AS (
-		INSERT INTO lifecycles (product, cycle, body)
-		SELECT $1::text, $2::text, $3::bytea WHERE NOT EXISTS (SELECT 1 FROM old WHERE body = $3)
-		ON CONFLICT (product, cycle) DO UPDATE SET body = excluded.body
-	)
-	SELECT EXISTS (SELECT 1 FROM old), EXISTS (SELECT 1 FROM old WHERE body = $3)`
-
-// PutLifecycle implements catalog.Tx.
-func (t *writeTx) PutLifecycle(ctx context.Context, l *cve.Lifecycle) (catalog.Change, error) {
-	body, err := json.Marshal(l)
-	if err != nil {
-		return 0, err
-	}
-	var existed, same bool
-	if err := t.tx.QueryRow(ctx, putLifecycle, pgText(l.Product), pgText(l.Cycle), body).Scan(&existed, &same); err != nil {
-		return 0, err
-	}
-	return change(existed, same), nil
-}
-
-func change(existed, same bool) catalog.Change {
-	switch {
-	case !existed:
-		return catalog.Added
-	case same:
-		return catalog.Unchanged
-	}
-	return catalog.Changed
-}
-
-// Facts implements catalog.Tx.
-func (t *writeTx) Facts(ctx context.Context, key int64) ([]cve.Facts, error) {
-	rows, err := t.tx.Query(ctx, `SELECT body FROM facts WHERE key = $1 ORDER BY feed, doc`, key)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	return catalog.ScanFacts(rows, key)
-}
-
-// Lifecycles implements catalog.Tx.
-func (t *writeTx) Lifecycles(ctx context.Context) ([]cve.Lifecycle, error) {
-	rows, err := t.tx.Query(ctx, `SELECT body FROM lifecycles ORDER BY product, cycle`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	return catalog.ScanLifecycles(rows)
 }
 
 // RecordState implements catalog.Tx.
@@ -179,7 +127,7 @@ func (t *writeTx) RecordState(ctx context.Context, key int64) ([]byte, int64, bo
 // RecordStates is RecordState for each of keys (ascending), in one round
 // trip.
 func (t *writeTx) RecordStates(ctx context.Context, keys []int64) ([]catalog.RecordState, error) {
-	rows, err := t.tx.Query(ctx, `SELECT key, hash, modified FROM records WHERE key = ANY($1) ORDER BY key`, keys)
+	rows, err := t.tx.QueryContext(ctx, `SELECT key, hash, modified FROM records WHERE key = ANY($1) ORDER BY key`, keys)
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +155,7 @@ func (t *writeTx) RecordStates(ctx context.Context, keys []int64) ([]catalog.Rec
 // undecoded, in one round trip: out[i] holds the JSON of the cve.Facts of
 // keys[i], ordered by feed and doc as Facts orders them.
 func (t *writeTx) FactsJSON(ctx context.Context, keys []int64) ([][][]byte, error) {
-	rows, err := t.tx.Query(ctx, `SELECT key, body FROM facts WHERE key = ANY($1) ORDER BY key, feed, doc`, keys)
+	rows, err := t.tx.QueryContext(ctx, `SELECT key, body FROM facts WHERE key = ANY($1) ORDER BY key, feed, doc`, keys)
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +178,7 @@ func (t *writeTx) PutRecords(ctx context.Context, rows []*catalog.Row) error {
 	for _, r := range rows {
 		c.add(r)
 	}
-	_, err := t.tx.Exec(ctx, `INSERT INTO records
+	_, err := t.tx.ExecContext(ctx, `INSERT INTO records
 		(key, cve_id, year, rejected, severity, cvss, cvss_version, epss, is_kev, has_fix, published, modified, hash, body, search)
 		SELECT key, cve_id, year, rejected, severity, cvss, cvss_version, epss, is_kev, has_fix, published, modified, hash, body, search::tsvector
 		FROM unnest($1::bigint[], $2::text[], $3::integer[], $4::boolean[], $5::text[], $6::double precision[], $7::text[],
@@ -283,30 +231,6 @@ func (c *recordColumns) add(r *catalog.Row) {
 
 // DeleteRecord implements catalog.Tx.
 func (t *writeTx) DeleteRecord(ctx context.Context, key int64) error {
-	_, err := t.tx.Exec(ctx, `DELETE FROM records WHERE key = $1`, key)
-	return err
-}
-
-// KeysWithAtoms implements catalog.Tx.
-func (t *writeTx) KeysWithAtoms(ctx context.Context) ([]int64, error) {
-	rows, err := t.tx.Query(ctx, `SELECT key FROM records WHERE has_fix ORDER BY key`)
-	if err != nil {
-		return nil, err
-	}
-	keys, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, err
-	}
-	return keys, nil
-}
-
-// LogRun implements catalog.Tx.
-func (t *writeTx) LogRun(ctx context.Context, run catalog.Run) error {
-	sources, err := json.Marshal(run.Sources)
-	if err != nil {
-		return err
-	}
-	_, err = t.tx.Exec(ctx, `INSERT INTO ingest_runs (started, finished, sources, changed) VALUES ($1, $2, $3, $4)`,
-		run.Started, run.Finished, string(sources), run.Changed)
+	_, err := t.tx.ExecContext(ctx, `DELETE FROM records WHERE key = $1`, key)
 	return err
 }

@@ -1,4 +1,11 @@
 // Package sqlite is the catalog store on SQLite, the embedded default.
+//
+// What both catalog stores do alike is written once in package catalog,
+// over database/sql (see package postgres for the layout); this package
+// adds SQLite's dialect (FTS5 search) and its fast paths, each in its own
+// file: the summary index of lists and walks in memory (summaryindex.go),
+// the cache of record bodies (cache.go) and the rebuild of an empty
+// catalog beside the live file (rebuild.go).
 package sqlite
 
 import (

@@ -27,7 +27,7 @@ func (d *DB) Begin(ctx context.Context) (catalog.Tx, error) {
 		d.db.Write.ExecContext(context.Background(), `PRAGMA cache_size = `+defaultCacheSize)
 		return nil, fmt.Errorf("begin ingest: %w", err)
 	}
-	return &tx_{tx: tx, db: d.db.Write, stmts: map[string]*sql.Stmt{}, changed: func() { d.db.Changed() }}, nil
+	return &tx_{SQLTx: &catalog.SQLTx{Tx: tx}, tx: tx, db: d.db.Write, stmts: map[string]*sql.Stmt{}, changed: func() { d.db.Changed() }}, nil
 }
 
 // Page cache sizes of the write connection (negative: KiB), during an
@@ -38,6 +38,8 @@ const (
 )
 
 type tx_ struct {
+	// SQLTx runs the statements both stores share.
+	*catalog.SQLTx
 	tx *sql.Tx
 	db *sql.DB
 	// stmts are the statements prepared within the transaction, by text:
@@ -176,39 +178,6 @@ func (t *tx_) putFactsJSON(ctx context.Context, key int64, feed, doc string, bod
 	return catalog.Changed, err
 }
 
-func (t *tx_) PutLifecycle(ctx context.Context, l *cve.Lifecycle) (catalog.Change, error) {
-	body, err := json.Marshal(l)
-	if err != nil {
-		return 0, err
-	}
-	var old []byte
-	err = t.queryRow(ctx, `SELECT body FROM lifecycles WHERE product = ? AND cycle = ?`, l.Product, l.Cycle).Scan(&old)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		_, err = t.exec(ctx, `INSERT INTO lifecycles (product, cycle, body) VALUES (?, ?, ?)`, l.Product, l.Cycle, body)
-		return catalog.Added, err
-	case err != nil:
-		return 0, err
-	case bytes.Equal(old, body):
-		return catalog.Unchanged, nil
-	}
-	_, err = t.exec(ctx, `UPDATE lifecycles SET body = ? WHERE product = ? AND cycle = ?`, body, l.Product, l.Cycle)
-	return catalog.Changed, err
-}
-
-func (t *tx_) Facts(ctx context.Context, key int64) ([]cve.Facts, error) {
-	st, err := t.stmt(ctx, `SELECT body FROM facts WHERE key = ? ORDER BY feed, doc`)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := st.QueryContext(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	return catalog.ScanFacts(rows, key)
-}
-
 // FactsJSON returns the stored facts of each of keys (in ascending order),
 // undecoded: out[i] holds the JSON of the cve.Facts of keys[i], ordered by
 // feed and doc as Facts orders them. An ingest decodes them on every core.
@@ -259,15 +228,6 @@ func scanBodies(ctx context.Context, st *sql.Stmt, arg any) ([][]byte, error) {
 		out = append(out, body)
 	}
 	return out, rows.Err()
-}
-
-func (t *tx_) Lifecycles(ctx context.Context) ([]cve.Lifecycle, error) {
-	rows, err := t.tx.QueryContext(ctx, `SELECT body FROM lifecycles ORDER BY product, cycle`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	return catalog.ScanLifecycles(rows)
 }
 
 func (t *tx_) RecordState(ctx context.Context, key int64) ([]byte, int64, bool, error) {
@@ -385,39 +345,5 @@ func (t *tx_) DeleteRecord(ctx context.Context, key int64) error {
 		return err
 	}
 	_, err := t.exec(ctx, `DELETE FROM records_fts WHERE rowid = ?`, key)
-	return err
-}
-
-func (t *tx_) KeysWithAtoms(ctx context.Context) ([]int64, error) {
-	return queryKeys(ctx, t.tx, `SELECT key FROM records WHERE has_fix = 1 ORDER BY key`)
-}
-
-// queryKeys returns the integers of a query of one column.
-func queryKeys(ctx context.Context, q interface {
-	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}, query string, args ...any) ([]int64, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []int64
-	for rows.Next() {
-		var k int64
-		if err := rows.Scan(&k); err != nil {
-			return nil, err
-		}
-		out = append(out, k)
-	}
-	return out, rows.Err()
-}
-
-func (t *tx_) LogRun(ctx context.Context, run catalog.Run) error {
-	sources, err := json.Marshal(run.Sources)
-	if err != nil {
-		return err
-	}
-	_, err = t.exec(ctx, `INSERT INTO ingest_runs (started, finished, sources, changed) VALUES (?, ?, ?, ?)`,
-		run.Started, run.Finished, sources, run.Changed)
 	return err
 }
