@@ -15,11 +15,12 @@ import (
 
 // catalogStore is what the subcommands need of a catalog backend: the store
 // of records and ingest runs, the state of the upstream syncs, and what it
-// knows of its sources.
+// knows of its sources, and a dump of every row.
 type catalogStore interface {
 	catalog.Store
 	catalog.SyncStates
 	cve.SourceCatalog
+	Dump(ctx context.Context, to catalog.DumpTarget) error
 }
 
 var (

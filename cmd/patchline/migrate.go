@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/url"
@@ -12,7 +10,6 @@ import (
 
 	"github.com/patchline/patchline/internal/catalog"
 	"github.com/patchline/patchline/internal/catalog/postgres"
-	"github.com/patchline/patchline/internal/catalog/sqlite"
 	"github.com/patchline/patchline/internal/control"
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/sqlitedb"
@@ -126,7 +123,7 @@ func migrateCatalog(ctx context.Context, env *Env, from, to string) error {
 	}
 	defer tx.Rollback()
 	sink := &catalogCopy{tx: tx}
-	if err := dumpCatalog(ctx, src, sink); err != nil {
+	if err := src.Dump(ctx, sink); err != nil {
 		return fmt.Errorf("copy catalog: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -185,165 +182,36 @@ type catalogCopy struct {
 	states                           []catalog.SyncState
 }
 
-var _ postgres.DumpTarget = (*catalogCopy)(nil)
+var _ catalog.DumpTarget = (*catalogCopy)(nil)
 
-// PutFacts implements postgres.DumpTarget.
+// PutFacts implements catalog.DumpTarget.
 func (c *catalogCopy) PutFacts(ctx context.Context, key int64, f *cve.Facts) (catalog.Change, error) {
 	c.facts++
 	return c.tx.PutFacts(ctx, key, f)
 }
 
-// PutLifecycle implements postgres.DumpTarget.
+// PutLifecycle implements catalog.DumpTarget.
 func (c *catalogCopy) PutLifecycle(ctx context.Context, l *cve.Lifecycle) (catalog.Change, error) {
 	c.lifecycles++
 	return c.tx.PutLifecycle(ctx, l)
 }
 
-// PutRecord implements postgres.DumpTarget.
+// PutRecord implements catalog.DumpTarget.
 func (c *catalogCopy) PutRecord(ctx context.Context, r *catalog.Row) error {
 	c.records++
 	return c.tx.PutRecord(ctx, r)
 }
 
-// LogRun implements postgres.DumpTarget.
+// LogRun implements catalog.DumpTarget.
 func (c *catalogCopy) LogRun(ctx context.Context, run catalog.Run) error {
 	c.runs++
 	return c.tx.LogRun(ctx, run)
 }
 
-// PutSyncState implements postgres.DumpTarget.
+// PutSyncState implements catalog.DumpTarget.
 func (c *catalogCopy) PutSyncState(ctx context.Context, s catalog.SyncState) error {
 	c.states = append(c.states, s)
 	return nil
-}
-
-// dumpCatalog reads every row of src into to.
-func dumpCatalog(ctx context.Context, src catalogStore, to postgres.DumpTarget) error {
-	switch db := src.(type) {
-	case *postgres.DB:
-		return db.Dump(ctx, to)
-	case *sqlite.DB:
-		return dumpSQLite(ctx, db, to)
-	}
-	return fmt.Errorf("cannot read a catalog of type %T", src)
-}
-
-// dumpSQLite reads every row of a SQLite catalog into to, the tables in one
-// read transaction (one snapshot), in the order of postgres.DB.Dump.
-func dumpSQLite(ctx context.Context, db *sqlite.DB, to postgres.DumpTarget) error {
-	tx, err := db.SQL().BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	err = eachRow(ctx, tx, `SELECT key, body FROM facts ORDER BY key, feed, doc`, func(rows *sql.Rows) error {
-		var key int64
-		var body []byte
-		if err := rows.Scan(&key, &body); err != nil {
-			return err
-		}
-		var f cve.Facts
-		if err := json.Unmarshal(body, &f); err != nil {
-			return fmt.Errorf("decode facts of %s: %w", cve.IDOfKey(key), err)
-		}
-		_, err := to.PutFacts(ctx, key, &f)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("dump facts: %w", err)
-	}
-	err = eachRow(ctx, tx, `SELECT body FROM lifecycles ORDER BY product, cycle`, func(rows *sql.Rows) error {
-		var body []byte
-		if err := rows.Scan(&body); err != nil {
-			return err
-		}
-		var l cve.Lifecycle
-		if err := json.Unmarshal(body, &l); err != nil {
-			return fmt.Errorf("decode lifecycle: %w", err)
-		}
-		_, err := to.PutLifecycle(ctx, &l)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("dump lifecycles: %w", err)
-	}
-	err = eachRow(ctx, tx, `SELECT key, cve_id, rejected, severity, cvss, cvss_version, epss, is_kev, has_fix,
-		published, modified, hash, body FROM records ORDER BY key`, func(rows *sql.Rows) error {
-		var r catalog.Row
-		var severity, version sql.NullString
-		err := rows.Scan(&r.Key, &r.ID, &r.Rejected, &severity, &r.CVSS, &version, &r.EPSS, &r.IsKEV, &r.HasFix,
-			&r.Published, &r.Modified, &r.Hash, &r.Body)
-		if err != nil {
-			return err
-		}
-		if severity.Valid {
-			r.Severity = &severity.String
-		}
-		if version.Valid {
-			r.CVSSVersion = &version.String
-		}
-		if r.Description, err = descriptionOf(r.Body); err != nil {
-			return fmt.Errorf("decode record %s: %w", r.ID, err)
-		}
-		return to.PutRecord(ctx, &r)
-	})
-	if err != nil {
-		return fmt.Errorf("dump records: %w", err)
-	}
-	err = eachRow(ctx, tx, `SELECT started, finished, sources, changed FROM ingest_runs ORDER BY id`, func(rows *sql.Rows) error {
-		var run catalog.Run
-		var sources string
-		if err := rows.Scan(&run.Started, &run.Finished, &sources, &run.Changed); err != nil {
-			return err
-		}
-		if err := json.Unmarshal([]byte(sources), &run.Sources); err != nil {
-			return fmt.Errorf("decode ingest run: %w", err)
-		}
-		return to.LogRun(ctx, run)
-	})
-	if err != nil {
-		return fmt.Errorf("dump ingest runs: %w", err)
-	}
-	states, err := db.ListSyncStates(ctx)
-	if err != nil {
-		return fmt.Errorf("dump sync states: %w", err)
-	}
-	for _, s := range states {
-		if err := to.PutSyncState(ctx, s); err != nil {
-			return fmt.Errorf("dump sync states: %w", err)
-		}
-	}
-	return nil
-}
-
-// eachRow runs query in tx and calls fn for each of its rows.
-func eachRow(ctx context.Context, tx *sql.Tx, query string, fn func(*sql.Rows) error) error {
-	rows, err := tx.QueryContext(ctx, query)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := fn(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
-}
-
-// descriptionOf returns the description of a stored record body, the text
-// that catalog.Row.Description indexes for search.
-func descriptionOf(body []byte) (string, error) {
-	var r struct {
-		Description *string `json:"description"`
-	}
-	if err := json.Unmarshal(body, &r); err != nil {
-		return "", err
-	}
-	if r.Description == nil {
-		return "", nil
-	}
-	return *r.Description, nil
 }
 
 // redactDSN returns dsn with the password of a URL replaced by xxxxx.

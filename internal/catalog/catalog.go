@@ -75,6 +75,22 @@ type Row struct {
 	Description string // indexed for full-text search
 }
 
+// EncodedFacts are the facts of one CVE key, feed and doc, in the JSON
+// encoding of cve.Facts that PutFacts stores.
+type EncodedFacts struct {
+	Key       int64
+	Feed, Doc string
+	Body      []byte
+}
+
+// RecordState is what a transaction holds of a stored record: its content
+// hash and modification time, when it exists.
+type RecordState struct {
+	Hash     []byte
+	Modified int64
+	Exists   bool
+}
+
 // Run describes one ingest run.
 type Run struct {
 	Started, Finished int64 // Unix seconds

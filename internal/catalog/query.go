@@ -145,6 +145,28 @@ func ScanFacts(rows Rows, key int64) ([]cve.Facts, error) {
 	return out, rows.Err()
 }
 
+// ScanKeyedBodies reads rows of a key and a body, ordered by key, into
+// out[i] for the rows of keys[i]; keys are ascending, and rows of other
+// keys are passed over.
+func ScanKeyedBodies(rows Rows, keys []int64) ([][][]byte, error) {
+	out := make([][][]byte, len(keys))
+	i := 0
+	for rows.Next() {
+		var key int64
+		var body []byte
+		if err := rows.Scan(&key, &body); err != nil {
+			return nil, err
+		}
+		for i < len(keys) && keys[i] < key {
+			i++
+		}
+		if i < len(keys) && keys[i] == key {
+			out[i] = append(out[i], body)
+		}
+	}
+	return out, rows.Err()
+}
+
 // ScanSyncState reads a row of SyncColumns.
 func ScanSyncState(row interface{ Scan(...any) error }) (SyncState, error) {
 	var (

@@ -63,17 +63,26 @@ type Rebuilder interface {
 	BeginRebuild(ctx context.Context) (catalog.Tx, error)
 }
 
-// jsonFactsTx is implemented by transactions that store and read facts as
-// their JSON encoding, which a run then encodes and decodes on every core
-// rather than in the transaction's goroutine.
-type jsonFactsTx interface {
-	// PutFactsJSON is PutFacts for the JSON encoding of facts of key,
-	// feed and doc.
-	PutFactsJSON(ctx context.Context, key int64, feed, doc string, body []byte) (catalog.Change, error)
+// batchTx is implemented by transactions that store and read a run's
+// facts and records many at a time, as their JSON encoding: a run then
+// encodes and decodes facts on every core rather than in the transaction's
+// goroutine, and a store across a network pays one round trip per batch
+// rather than per fact.
+type batchTx interface {
+	// PutFactsJSON is PutFacts for each of facts, in order, saying what
+	// it did to each; no two of facts share their key, feed and doc.
+	PutFactsJSON(ctx context.Context, facts []catalog.EncodedFacts) ([]catalog.Change, error)
 	// FactsJSON returns the JSON encodings of the facts of each of keys
 	// (ascending), in the order of Facts.
 	FactsJSON(ctx context.Context, keys []int64) ([][][]byte, error)
+	// RecordStates is RecordState for each of keys (ascending).
+	RecordStates(ctx context.Context, keys []int64) ([]catalog.RecordState, error)
+	// PutRecords is PutRecord for each of rows, of distinct keys.
+	PutRecords(ctx context.Context, rows []*catalog.Row) error
 }
+
+// factsBatch is the number of encoded facts a run stores at a time.
+const factsBatch = 1024
 
 // Rejection names one malformed record.
 type Rejection struct {
@@ -117,7 +126,7 @@ func Run(ctx context.Context, store catalog.Store, sources []Source, opt Options
 	defer tx.Rollback()
 
 	r := &run{ctx: ctx, store: store, tx: tx, touched: map[int64]uint64{}, opt: opt, sources: sources, started: started.UTC().Truncate(time.Second)}
-	r.jsonTx, _ = tx.(jsonFactsTx)
+	r.batch, _ = tx.(batchTx)
 	var res Result
 	for i, src := range sources {
 		r.current = sourceBit(i)
@@ -143,11 +152,11 @@ func Run(ctx context.Context, store catalog.Store, sources []Source, opt Options
 }
 
 type run struct {
-	ctx    context.Context
-	store  catalog.Store
-	tx     catalog.Tx
-	jsonTx jsonFactsTx // tx, when it is one; else nil
-	opt    Options
+	ctx   context.Context
+	store catalog.Store
+	tx    catalog.Tx
+	batch batchTx // tx, when it is one; else nil
+	opt   Options
 	// sources are the run's sources; current is the bit of the one being
 	// read, started the time of the run.
 	sources []Source
@@ -206,6 +215,16 @@ type sink struct {
 	// fatal is an error of the store: it fails the run, unlike a
 	// malformed record.
 	fatal error
+	// pending are the encoded facts not stored yet, pendingIDs their
+	// keys, feeds and docs.
+	pending    []catalog.EncodedFacts
+	pendingIDs map[factsID]bool
+}
+
+// factsID names the facts of one CVE key, feed and doc.
+type factsID struct {
+	key       int64
+	feed, doc string
 }
 
 func (s *sink) Facts(f *cve.Facts) error {
@@ -227,6 +246,11 @@ func (s *sink) Facts(f *cve.Facts) error {
 	if f.Feed == "" {
 		f.Feed = s.parser.Name
 	}
+	// The facts queued before these are stored first, in case they are
+	// of the same key, feed and doc.
+	if err := s.flush(); err != nil {
+		return err
+	}
 	change, err := s.r.tx.PutFacts(s.r.ctx, key, f)
 	if err != nil {
 		s.fatal = fmt.Errorf("store facts of %s: %w", id, err)
@@ -239,21 +263,48 @@ func (s *sink) Facts(f *cve.Facts) error {
 	return nil
 }
 
-// encodedFacts stores facts that a parse checked and encoded.
-func (s *sink) encodedFacts(e *encodedFacts) error {
+// encodedFacts queues facts that a parse checked and encoded, storing the
+// queue when it is full.
+func (s *sink) encodedFacts(e *catalog.EncodedFacts) error {
 	if s.fatal != nil {
 		return s.fatal
 	}
 	s.tick()
-	change, err := s.r.jsonTx.PutFactsJSON(s.r.ctx, e.key, e.feed, e.doc, e.body)
-	if err != nil {
-		s.fatal = fmt.Errorf("store facts of %s: %w", cve.IDOfKey(e.key), err)
+	id := factsID{e.Key, e.Feed, e.Doc}
+	if s.pendingIDs[id] {
+		if err := s.flush(); err != nil {
+			return err
+		}
+	}
+	if s.pendingIDs == nil {
+		s.pendingIDs = map[factsID]bool{}
+	}
+	s.pendingIDs[id] = true
+	s.pending = append(s.pending, *e)
+	if len(s.pending) >= factsBatch {
+		return s.flush()
+	}
+	return nil
+}
+
+// flush stores the queued encoded facts.
+func (s *sink) flush() error {
+	if s.fatal != nil || len(s.pending) == 0 {
 		return s.fatal
 	}
-	s.record(change)
-	if change != catalog.Unchanged {
-		s.r.touched[e.key] |= s.r.current
+	changes, err := s.r.batch.PutFactsJSON(s.r.ctx, s.pending)
+	if err != nil {
+		s.fatal = fmt.Errorf("store facts of %s and after: %w", cve.IDOfKey(s.pending[0].Key), err)
+		return s.fatal
 	}
+	for i, change := range changes {
+		s.record(change)
+		if change != catalog.Unchanged {
+			s.r.touched[s.pending[i].Key] |= s.r.current
+		}
+	}
+	s.pending = s.pending[:0]
+	clear(s.pendingIDs)
 	return nil
 }
 
@@ -320,6 +371,9 @@ func (r *run) source(src Source) (catalog.SourceCount, []Rejection, error) {
 	err := walk(p.file)
 	if err == nil {
 		err = p.drain(0)
+	}
+	if err == nil {
+		err = s.flush()
 	}
 	p.wait()
 	count.Seconds = time.Since(start).Seconds()

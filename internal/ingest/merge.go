@@ -122,12 +122,8 @@ func (r *run) mergeKeys(keys []int64, opts merge.Options, now time.Time, res *Re
 			c := pending[0]
 			pending = pending[1:]
 			<-c.done
-			for i := range c.items {
-				m := &c.items[i]
-				if err := r.storeMerged(m, res); err != nil {
-					return fmt.Errorf("merge %s: %w", cve.IDOfKey(m.key), err)
-				}
-				c.items[i] = merged{}
+			if err := r.storeChunk(c, res); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -162,10 +158,14 @@ func (r *run) readChunk(keys []int64) (*chunk, error) {
 	c := &chunk{items: make([]merged, len(keys)), done: make(chan struct{})}
 	c.left.Store(int64(len(keys)))
 	var bodies [][][]byte
-	if r.jsonTx != nil {
+	var states []catalog.RecordState
+	if r.batch != nil {
 		var err error
-		if bodies, err = r.jsonTx.FactsJSON(r.ctx, keys); err != nil {
+		if bodies, err = r.batch.FactsJSON(r.ctx, keys); err != nil {
 			return nil, fmt.Errorf("merge: read facts: %w", err)
+		}
+		if states, err = r.batch.RecordStates(r.ctx, keys); err != nil {
+			return nil, fmt.Errorf("merge: read records: %w", err)
 		}
 	}
 	var existing []int64
@@ -176,11 +176,15 @@ func (r *run) readChunk(keys []int64) (*chunk, error) {
 		var err error
 		if bodies != nil {
 			m.bodies = bodies[i]
-		} else if m.facts, err = r.tx.Facts(r.ctx, key); err != nil {
-			return nil, fmt.Errorf("merge %s: %w", cve.IDOfKey(key), err)
-		}
-		if m.oldHash, m.oldModified, m.exists, err = r.tx.RecordState(r.ctx, key); err != nil {
-			return nil, fmt.Errorf("merge %s: %w", cve.IDOfKey(key), err)
+			st := states[i]
+			m.oldHash, m.oldModified, m.exists = st.Hash, st.Modified, st.Exists
+		} else {
+			if m.facts, err = r.tx.Facts(r.ctx, key); err != nil {
+				return nil, fmt.Errorf("merge %s: %w", cve.IDOfKey(key), err)
+			}
+			if m.oldHash, m.oldModified, m.exists, err = r.tx.RecordState(r.ctx, key); err != nil {
+				return nil, fmt.Errorf("merge %s: %w", cve.IDOfKey(key), err)
+			}
 		}
 		if m.exists {
 			existing = append(existing, key)
@@ -253,22 +257,38 @@ func mergeOne(m *merged, opts merge.Options, now time.Time, lastRuns func() map[
 	}
 }
 
-// storeMerged writes one merged record, or removes it when no source
-// defines it any more.
-func (r *run) storeMerged(m *merged, res *Result) error {
-	if m.err != nil {
-		return m.err
-	}
-	if m.row == nil {
-		if m.exists {
-			res.Removed++
-			return r.tx.DeleteRecord(r.ctx, m.key)
+// storeChunk writes the merged records of a chunk, and removes those no
+// source defines any more.
+func (r *run) storeChunk(c *chunk, res *Result) error {
+	rows := make([]*catalog.Row, 0, len(c.items))
+	for i := range c.items {
+		m := &c.items[i]
+		if m.err != nil {
+			return fmt.Errorf("merge %s: %w", cve.IDOfKey(m.key), m.err)
 		}
-		return nil
+		if m.row == nil {
+			if m.exists {
+				res.Removed++
+				if err := r.tx.DeleteRecord(r.ctx, m.key); err != nil {
+					return fmt.Errorf("merge %s: %w", cve.IDOfKey(m.key), err)
+				}
+			}
+			continue
+		}
+		res.Merged++
+		if !m.exists || string(m.row.Hash) != string(m.oldHash) {
+			res.Changed++
+		}
+		rows = append(rows, m.row)
 	}
-	res.Merged++
-	if !m.exists || string(m.row.Hash) != string(m.oldHash) {
-		res.Changed++
+	c.items = nil
+	if r.batch != nil {
+		return r.batch.PutRecords(r.ctx, rows)
 	}
-	return r.tx.PutRecord(r.ctx, m.row)
+	for _, row := range rows {
+		if err := r.tx.PutRecord(r.ctx, row); err != nil {
+			return fmt.Errorf("merge %s: %w", row.ID, err)
+		}
+	}
+	return nil
 }

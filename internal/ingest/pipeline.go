@@ -7,6 +7,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/patchline/patchline/internal/catalog"
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/feed"
 )
@@ -74,7 +75,7 @@ func (p *pipeline) file(name string, in io.Reader) error {
 	}
 	f := &parsedFile{name: name, size: len(data), done: make(chan struct{})}
 	p.bytes += f.size
-	if p.r.jsonTx != nil {
+	if p.r.batch != nil {
 		f.events.encodeAs = p.parser.Name
 	}
 	p.queue = append(p.queue, f)
@@ -154,18 +155,10 @@ type recorder struct {
 // event is one call of a feed.Sink.
 type event struct {
 	facts     *cve.Facts
-	encoded   *encodedFacts
+	encoded   *catalog.EncodedFacts
 	lifecycle *cve.Lifecycle
 	name      string // of a rejection
 	err       error  // of a rejection
-}
-
-// encodedFacts are facts whose id the recorder checked, with their key and
-// JSON encoding.
-type encodedFacts struct {
-	key       int64
-	feed, doc string
-	body      []byte
 }
 
 func (rec *recorder) Facts(f *cve.Facts) error {
@@ -182,7 +175,7 @@ func (rec *recorder) Facts(f *cve.Facts) error {
 
 // encodeFacts does what sink.Facts does to f before storing it, and
 // encodes it; nil when f is to be rejected or does not encode.
-func encodeFacts(f *cve.Facts, feedName string) *encodedFacts {
+func encodeFacts(f *cve.Facts, feedName string) *catalog.EncodedFacts {
 	id, err := cve.ParseID(f.CVEID)
 	if err != nil {
 		return nil
@@ -199,7 +192,7 @@ func encodeFacts(f *cve.Facts, feedName string) *encodedFacts {
 	if err != nil {
 		return nil
 	}
-	return &encodedFacts{key: key, feed: f.Feed, doc: f.Doc, body: body}
+	return &catalog.EncodedFacts{Key: key, Feed: f.Feed, Doc: f.Doc, Body: body}
 }
 
 func (rec *recorder) Lifecycle(l *cve.Lifecycle) error {

@@ -10,7 +10,7 @@ func (t *writeTx) RecordSourcesJSON(ctx context.Context, keys []int64) (map[int6
 	if len(keys) == 0 {
 		return out, nil
 	}
-	rows, err := t.tx.Query(ctx, `SELECT key, (convert_from(body, 'UTF8')::jsonb -> 'dataSources')::text FROM records WHERE key = ANY($1)`, keys)
+	rows, err := t.tx.QueryContext(ctx, `SELECT key, (convert_from(body, 'UTF8')::jsonb -> 'dataSources')::text FROM records WHERE key = ANY($1)`, keys)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,11 @@
 // Package sqlite is the catalog store on SQLite, the embedded default.
+//
+// What both catalog stores do alike is written once in package catalog,
+// over database/sql (see package postgres for the layout); this package
+// adds SQLite's dialect (FTS5 search) and its fast paths, each in its own
+// file: the summary index of lists and walks in memory (summaryindex.go),
+// the cache of record bodies (cache.go) and the rebuild of an empty
+// catalog beside the live file (rebuild.go).
 package sqlite
 
 import (
@@ -10,7 +17,6 @@ import (
 	"io/fs"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/patchline/patchline/internal/catalog"
 	"github.com/patchline/patchline/internal/cve"
@@ -26,6 +32,8 @@ type DB struct {
 	db *sqlitedb.DB
 	// SQLSyncStates keeps the sync state of each source.
 	*catalog.SQLSyncStates
+	// SQLReads makes the reads both stores share.
+	*catalog.SQLReads
 	// recordBody is the hot read of the lookup API, prepared once.
 	recordBody *sql.Stmt
 	// records holds the bodies read last.
@@ -39,7 +47,10 @@ type DB struct {
 	statsVersion int64
 }
 
-var _ catalog.Store = (*DB)(nil)
+var (
+	_ catalog.Store     = (*DB)(nil)
+	_ cve.SourceCatalog = (*DB)(nil)
+)
 
 // Open opens (creating it if needed) the catalog at path.
 func Open(ctx context.Context, path string) (*DB, error) {
@@ -57,7 +68,8 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		return nil, fmt.Errorf("open catalog: %w", err)
 	}
 	d := &DB{db: db, recordBody: stmt, records: newRecordCache(RecordCacheBytes),
-		SQLSyncStates: &catalog.SQLSyncStates{Read: db.Read, Write: db.Write, Changed: db.Changed}}
+		SQLSyncStates: &catalog.SQLSyncStates{Read: db.Read, Write: db.Write, Changed: db.Changed},
+		SQLReads:      &catalog.SQLReads{DB: db.Read}}
 	d.summaries = newSummaries(d)
 	return d, nil
 }
@@ -159,21 +171,7 @@ func (d *DB) Walk(ctx context.Context, after string, fn func(cve.Summary) error)
 	if x != nil {
 		return x.walk(ctx, from, fn)
 	}
-	rows, err := d.db.Read.QueryContext(ctx, `SELECT `+catalog.SummaryColumns+` FROM records WHERE key > ? ORDER BY key`, from)
-	if err != nil {
-		return fmt.Errorf("walk records: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		s, _, err := catalog.ScanSummary(rows)
-		if err != nil {
-			return err
-		}
-		if err := fn(s); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return d.WalkFrom(ctx, from, fn)
 }
 
 // summaryIndex returns the summary index if it holds the catalog as it is
@@ -201,18 +199,9 @@ func (d *DB) Stats(ctx context.Context) (cve.Stats, error) {
 	if d.stats != nil && d.statsVersion == version {
 		return *d.stats, nil
 	}
-	var s cve.Stats
-	var updated sql.NullInt64
-	err = d.db.Read.QueryRowContext(ctx, `SELECT
-		(SELECT count(*) FROM records),
-		(SELECT count(*) FROM records WHERE rejected = 1),
-		(SELECT count(*) FROM facts),
-		(SELECT max(finished) FROM ingest_runs)`).Scan(&s.Records, &s.Rejected, &s.Facts, &updated)
+	s, err := d.CountStats(ctx)
 	if err != nil {
-		return s, fmt.Errorf("catalog stats: %w", err)
-	}
-	if updated.Valid {
-		s.Updated = time.Unix(updated.Int64, 0).UTC()
+		return s, err
 	}
 	d.stats, d.statsVersion = &s, version
 	return s, nil

@@ -143,7 +143,7 @@ var errStale = errors.New("the catalog changed")
 
 // searchKeys returns the keys of the records that match an FTS5 query.
 func (d *DB) searchKeys(ctx context.Context, match string) ([]int64, error) {
-	return queryKeys(ctx, d.db.Read, `SELECT rowid FROM records_fts WHERE records_fts MATCH ?`, match)
+	return catalog.QueryKeys(ctx, d.db.Read, `SELECT rowid FROM records_fts WHERE records_fts MATCH ?`, match)
 }
 
 // sparseSearch is the number of matches up to which a search reads its

@@ -86,7 +86,7 @@ func (d *DB) BeginRebuild(ctx context.Context) (catalog.Tx, error) {
 		rb.abort()
 		return nil, fmt.Errorf("begin ingest: %w", err)
 	}
-	return &tx_{tx: tx, db: rb.build.Write, stmts: map[string]*sql.Stmt{}, rebuild: rb, fresh: true, changed: func() { d.db.Changed() }}, nil
+	return &tx_{SQLTx: &catalog.SQLTx{Tx: tx}, tx: tx, db: rb.build.Write, stmts: map[string]*sql.Stmt{}, rebuild: rb, fresh: true, changed: func() { d.db.Changed() }}, nil
 }
 
 // isFile reports whether path names a database file (not a memory database).
@@ -249,7 +249,7 @@ func (rb *rebuild) install(ctx context.Context) error {
 		// d is left unusable: its handles are closed.
 		return errors.Join(err, oerr)
 	}
-	d.db, d.recordBody = db.db, db.recordBody
+	d.db, d.recordBody, d.SQLSyncStates, d.SQLReads = db.db, db.recordBody, db.SQLSyncStates, db.SQLReads
 	if err != nil || !inUse {
 		return err
 	}

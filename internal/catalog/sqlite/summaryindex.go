@@ -168,7 +168,7 @@ func buildSummaryIndex(ctx context.Context, d *DB, version int64) (*summaryIndex
 	}
 	rows.Close()
 	// The records listed are those of the partial index of the key order.
-	listed, err := queryKeys(ctx, tx, `SELECT key FROM records INDEXED BY records_list_key WHERE rejected = 0 ORDER BY key`)
+	listed, err := catalog.QueryKeys(ctx, tx, `SELECT key FROM records INDEXED BY records_list_key WHERE rejected = 0 ORDER BY key`)
 	if err != nil {
 		return nil, err
 	}

@@ -27,7 +27,7 @@ func (d *DB) Begin(ctx context.Context) (catalog.Tx, error) {
 		d.db.Write.ExecContext(context.Background(), `PRAGMA cache_size = `+defaultCacheSize)
 		return nil, fmt.Errorf("begin ingest: %w", err)
 	}
-	return &tx_{tx: tx, db: d.db.Write, stmts: map[string]*sql.Stmt{}, changed: func() { d.db.Changed() }}, nil
+	return &tx_{SQLTx: &catalog.SQLTx{Tx: tx}, tx: tx, db: d.db.Write, stmts: map[string]*sql.Stmt{}, changed: func() { d.db.Changed() }}, nil
 }
 
 // Page cache sizes of the write connection (negative: KiB), during an
@@ -38,6 +38,8 @@ const (
 )
 
 type tx_ struct {
+	// SQLTx runs the statements both stores share.
+	*catalog.SQLTx
 	tx *sql.Tx
 	db *sql.DB
 	// stmts are the statements prepared within the transaction, by text:
@@ -134,12 +136,26 @@ func (t *tx_) PutFacts(ctx context.Context, key int64, f *cve.Facts) (catalog.Ch
 	if err != nil {
 		return 0, err
 	}
-	return t.PutFactsJSON(ctx, key, f.Feed, f.Doc, body)
+	return t.putFactsJSON(ctx, key, f.Feed, f.Doc, body)
 }
 
-// PutFactsJSON is PutFacts for facts already encoded: body is the JSON of
-// the cve.Facts of key, feed and doc. An ingest encodes them on every core.
-func (t *tx_) PutFactsJSON(ctx context.Context, key int64, feed, doc string, body []byte) (catalog.Change, error) {
+// PutFactsJSON is PutFacts for facts already encoded, each in turn: on
+// SQLite a statement costs no round trip. An ingest encodes them on every
+// core.
+func (t *tx_) PutFactsJSON(ctx context.Context, facts []catalog.EncodedFacts) ([]catalog.Change, error) {
+	out := make([]catalog.Change, len(facts))
+	for i, f := range facts {
+		var err error
+		if out[i], err = t.putFactsJSON(ctx, f.Key, f.Feed, f.Doc, f.Body); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// putFactsJSON is PutFacts for facts already encoded: body is the JSON of
+// the cve.Facts of key, feed and doc.
+func (t *tx_) putFactsJSON(ctx context.Context, key int64, feed, doc string, body []byte) (catalog.Change, error) {
 	// Most facts of a run are new (a first ingest) or unchanged: try the
 	// insert first, and compare with the stored body only when it exists.
 	res, err := t.exec(ctx, `INSERT INTO facts (key, feed, doc, body) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`, key, feed, doc, body)
@@ -160,39 +176,6 @@ func (t *tx_) PutFactsJSON(ctx context.Context, key int64, feed, doc string, bod
 	}
 	_, err = t.exec(ctx, `UPDATE facts SET body = ? WHERE key = ? AND feed = ? AND doc = ?`, body, key, feed, doc)
 	return catalog.Changed, err
-}
-
-func (t *tx_) PutLifecycle(ctx context.Context, l *cve.Lifecycle) (catalog.Change, error) {
-	body, err := json.Marshal(l)
-	if err != nil {
-		return 0, err
-	}
-	var old []byte
-	err = t.queryRow(ctx, `SELECT body FROM lifecycles WHERE product = ? AND cycle = ?`, l.Product, l.Cycle).Scan(&old)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		_, err = t.exec(ctx, `INSERT INTO lifecycles (product, cycle, body) VALUES (?, ?, ?)`, l.Product, l.Cycle, body)
-		return catalog.Added, err
-	case err != nil:
-		return 0, err
-	case bytes.Equal(old, body):
-		return catalog.Unchanged, nil
-	}
-	_, err = t.exec(ctx, `UPDATE lifecycles SET body = ? WHERE product = ? AND cycle = ?`, body, l.Product, l.Cycle)
-	return catalog.Changed, err
-}
-
-func (t *tx_) Facts(ctx context.Context, key int64) ([]cve.Facts, error) {
-	st, err := t.stmt(ctx, `SELECT body FROM facts WHERE key = ? ORDER BY feed, doc`)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := st.QueryContext(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	return catalog.ScanFacts(rows, key)
 }
 
 // FactsJSON returns the stored facts of each of keys (in ascending order),
@@ -226,21 +209,7 @@ func (t *tx_) FactsJSON(ctx context.Context, keys []int64) ([][][]byte, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	i := 0
-	for rows.Next() {
-		var key int64
-		var body []byte
-		if err := rows.Scan(&key, &body); err != nil {
-			return nil, err
-		}
-		for i < len(keys) && keys[i] < key {
-			i++
-		}
-		if i < len(keys) && keys[i] == key {
-			out[i] = append(out[i], body)
-		}
-	}
-	return out, rows.Err()
+	return catalog.ScanKeyedBodies(rows, keys)
 }
 
 // scanBodies returns the bodies the one-column query st gives for arg.
@@ -261,15 +230,6 @@ func scanBodies(ctx context.Context, st *sql.Stmt, arg any) ([][]byte, error) {
 	return out, rows.Err()
 }
 
-func (t *tx_) Lifecycles(ctx context.Context) ([]cve.Lifecycle, error) {
-	rows, err := t.tx.QueryContext(ctx, `SELECT body FROM lifecycles ORDER BY product, cycle`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	return catalog.ScanLifecycles(rows)
-}
-
 func (t *tx_) RecordState(ctx context.Context, key int64) ([]byte, int64, bool, error) {
 	var st recordState
 	err := t.queryRow(ctx, `SELECT hash, modified, epss FROM records WHERE key = ?`, key).Scan(&st.hash, &st.modified, &st.epss)
@@ -283,6 +243,19 @@ func (t *tx_) RecordState(ctx context.Context, key int64) ([]byte, int64, bool, 
 	st.exists = true
 	t.remember(key, st)
 	return st.hash, st.modified, true, nil
+}
+
+// RecordStates is RecordState for each of keys.
+func (t *tx_) RecordStates(ctx context.Context, keys []int64) ([]catalog.RecordState, error) {
+	out := make([]catalog.RecordState, len(keys))
+	for i, key := range keys {
+		st := &out[i]
+		var err error
+		if st.Hash, st.Modified, st.Exists, err = t.RecordState(ctx, key); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // recordState is what RecordState read of a stored record.
@@ -356,45 +329,21 @@ func (t *tx_) PutRecord(ctx context.Context, r *catalog.Row) error {
 	return err
 }
 
+// PutRecords is PutRecord for each of rows.
+func (t *tx_) PutRecords(ctx context.Context, rows []*catalog.Row) error {
+	for _, r := range rows {
+		if err := t.PutRecord(ctx, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (t *tx_) DeleteRecord(ctx context.Context, key int64) error {
 	delete(t.known, key)
 	if _, err := t.exec(ctx, `DELETE FROM records WHERE key = ?`, key); err != nil {
 		return err
 	}
 	_, err := t.exec(ctx, `DELETE FROM records_fts WHERE rowid = ?`, key)
-	return err
-}
-
-func (t *tx_) KeysWithAtoms(ctx context.Context) ([]int64, error) {
-	return queryKeys(ctx, t.tx, `SELECT key FROM records WHERE has_fix = 1 ORDER BY key`)
-}
-
-// queryKeys returns the integers of a query of one column.
-func queryKeys(ctx context.Context, q interface {
-	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}, query string, args ...any) ([]int64, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []int64
-	for rows.Next() {
-		var k int64
-		if err := rows.Scan(&k); err != nil {
-			return nil, err
-		}
-		out = append(out, k)
-	}
-	return out, rows.Err()
-}
-
-func (t *tx_) LogRun(ctx context.Context, run catalog.Run) error {
-	sources, err := json.Marshal(run.Sources)
-	if err != nil {
-		return err
-	}
-	_, err = t.exec(ctx, `INSERT INTO ingest_runs (started, finished, sources, changed) VALUES (?, ?, ?, ?)`,
-		run.Started, run.Finished, sources, run.Changed)
 	return err
 }

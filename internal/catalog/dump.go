@@ -1,38 +1,43 @@
-package postgres
+package catalog
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/patchline/patchline/internal/catalog"
 	"github.com/patchline/patchline/internal/cve"
 )
 
 // DumpTarget receives the rows that Dump reads: the write methods of a
-// catalog.Tx, and PutSyncState of catalog.SyncStates.
+// Tx, and PutSyncState of SyncStates.
 type DumpTarget interface {
-	PutFacts(ctx context.Context, key int64, f *cve.Facts) (catalog.Change, error)
-	PutLifecycle(ctx context.Context, l *cve.Lifecycle) (catalog.Change, error)
-	PutRecord(ctx context.Context, r *catalog.Row) error
-	LogRun(ctx context.Context, run catalog.Run) error
-	PutSyncState(ctx context.Context, s catalog.SyncState) error
+	PutFacts(ctx context.Context, key int64, f *cve.Facts) (Change, error)
+	PutLifecycle(ctx context.Context, l *cve.Lifecycle) (Change, error)
+	PutRecord(ctx context.Context, r *Row) error
+	LogRun(ctx context.Context, run Run) error
+	PutSyncState(ctx context.Context, s SyncState) error
 }
 
 // Dump reads the whole catalog in one read-only snapshot and passes every
 // row to to, table by table: facts, lifecycles, records, ingest runs (in
 // the order they ran) and the sync state of each source. The sync lease is
 // left out. It stops at the first error of to and returns it.
-func (d *DB) Dump(ctx context.Context, to DumpTarget) error {
-	return pgx.BeginTxFunc(ctx, d.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		return dump(ctx, tx, to)
-	})
+func (s *SQLReads) Dump(ctx context.Context, to DumpTarget) error {
+	opts := s.Snapshot
+	if opts == nil {
+		opts = &sql.TxOptions{ReadOnly: true}
+	}
+	tx, err := s.DB.BeginTx(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("dump: %w", err)
+	}
+	defer tx.Rollback()
+	return dump(ctx, tx, to)
 }
 
-func dump(ctx context.Context, tx pgx.Tx, to DumpTarget) error {
-	err := each(ctx, tx, `SELECT key, body FROM facts ORDER BY key, feed, doc`, func(rows pgx.Rows) error {
+func dump(ctx context.Context, tx *sql.Tx, to DumpTarget) error {
+	err := EachRow(ctx, tx, `SELECT key, body FROM facts ORDER BY key, feed, doc`, func(rows *sql.Rows) error {
 		var key int64
 		var body []byte
 		if err := rows.Scan(&key, &body); err != nil {
@@ -48,7 +53,7 @@ func dump(ctx context.Context, tx pgx.Tx, to DumpTarget) error {
 	if err != nil {
 		return fmt.Errorf("dump facts: %w", err)
 	}
-	err = each(ctx, tx, `SELECT body FROM lifecycles ORDER BY product, cycle`, func(rows pgx.Rows) error {
+	err = EachRow(ctx, tx, `SELECT body FROM lifecycles ORDER BY product, cycle`, func(rows *sql.Rows) error {
 		var body []byte
 		if err := rows.Scan(&body); err != nil {
 			return err
@@ -63,9 +68,9 @@ func dump(ctx context.Context, tx pgx.Tx, to DumpTarget) error {
 	if err != nil {
 		return fmt.Errorf("dump lifecycles: %w", err)
 	}
-	err = each(ctx, tx, `SELECT key, cve_id, rejected, severity, cvss, cvss_version, epss, is_kev, has_fix,
-		published, modified, hash, body FROM records ORDER BY key`, func(rows pgx.Rows) error {
-		var r catalog.Row
+	err = EachRow(ctx, tx, `SELECT key, cve_id, rejected, severity, cvss, cvss_version, epss, is_kev, has_fix,
+		published, modified, hash, body FROM records ORDER BY key`, func(rows *sql.Rows) error {
+		var r Row
 		err := rows.Scan(&r.Key, &r.ID, &r.Rejected, &r.Severity, &r.CVSS, &r.CVSSVersion, &r.EPSS, &r.IsKEV, &r.HasFix,
 			&r.Published, &r.Modified, &r.Hash, &r.Body)
 		if err != nil {
@@ -79,14 +84,12 @@ func dump(ctx context.Context, tx pgx.Tx, to DumpTarget) error {
 	if err != nil {
 		return fmt.Errorf("dump records: %w", err)
 	}
-	err = each(ctx, tx, `SELECT started, finished, sources, changed FROM ingest_runs ORDER BY id`, func(rows pgx.Rows) error {
-		var run catalog.Run
+	err = EachRow(ctx, tx, `SELECT started, finished, sources, changed FROM ingest_runs ORDER BY id`, func(rows *sql.Rows) error {
+		var run Run
 		var sources string
-		var changed int32
-		if err := rows.Scan(&run.Started, &run.Finished, &sources, &changed); err != nil {
+		if err := rows.Scan(&run.Started, &run.Finished, &sources, &run.Changed); err != nil {
 			return err
 		}
-		run.Changed = int(changed)
 		if err := json.Unmarshal([]byte(sources), &run.Sources); err != nil {
 			return fmt.Errorf("decode ingest run: %w", err)
 		}
@@ -95,36 +98,21 @@ func dump(ctx context.Context, tx pgx.Tx, to DumpTarget) error {
 	if err != nil {
 		return fmt.Errorf("dump ingest runs: %w", err)
 	}
-	err = each(ctx, tx, `SELECT `+catalog.SyncColumns+` FROM sync_state WHERE source <> $1 ORDER BY source`, func(rows pgx.Rows) error {
-		s, err := catalog.ScanSyncState(rows)
+	err = EachRow(ctx, tx, `SELECT `+SyncColumns+` FROM sync_state WHERE source <> $1 ORDER BY source`, func(rows *sql.Rows) error {
+		st, err := ScanSyncState(rows)
 		if err != nil {
 			return err
 		}
-		return to.PutSyncState(ctx, s)
-	}, catalog.SyncLeaseRow)
+		return to.PutSyncState(ctx, st)
+	}, SyncLeaseRow)
 	if err != nil {
 		return fmt.Errorf("dump sync states: %w", err)
 	}
 	return nil
 }
 
-// each runs query and calls fn for each of its rows.
-func each(ctx context.Context, tx pgx.Tx, query string, fn func(pgx.Rows) error, args ...any) error {
-	rows, err := tx.Query(ctx, query, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := fn(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
-}
-
 // descriptionOf returns the description of a stored record body, the text
-// that catalog.Row.Description indexes for search.
+// that Row.Description indexes for search.
 func descriptionOf(body []byte) (string, error) {
 	var r struct {
 		Description *string `json:"description"`

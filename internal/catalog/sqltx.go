@@ -1,0 +1,99 @@
+package catalog
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+
+	"github.com/patchline/patchline/internal/cve"
+)
+
+// SQLTx implements the statements of an ingest transaction that both
+// stores run alike, once, over database/sql: the lifecycles, the facts of
+// one CVE, the keys of the records with remediation and the log of runs.
+// What differs (the facts and records written in batches, the full-text
+// index) each store's transaction adds.
+type SQLTx struct {
+	Tx *sql.Tx
+	// Text makes a string storable; nil keeps it as it is.
+	Text func(string) string
+}
+
+func (t *SQLTx) text(v string) string {
+	if t.Text == nil {
+		return v
+	}
+	return t.Text(v)
+}
+
+// PutLifecycle implements Tx.
+func (t *SQLTx) PutLifecycle(ctx context.Context, l *cve.Lifecycle) (Change, error) {
+	body, err := json.Marshal(l)
+	if err != nil {
+		return 0, err
+	}
+	product, cycle := t.text(l.Product), t.text(l.Cycle)
+	var old []byte
+	err = t.Tx.QueryRowContext(ctx, `SELECT body FROM lifecycles WHERE product = $1 AND cycle = $2`, product, cycle).Scan(&old)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		_, err = t.Tx.ExecContext(ctx, `INSERT INTO lifecycles (product, cycle, body) VALUES ($1, $2, $3)`, product, cycle, body)
+		return Added, err
+	case err != nil:
+		return 0, err
+	case bytes.Equal(old, body):
+		return Unchanged, nil
+	}
+	_, err = t.Tx.ExecContext(ctx, `UPDATE lifecycles SET body = $1 WHERE product = $2 AND cycle = $3`, body, product, cycle)
+	return Changed, err
+}
+
+// Facts implements Tx.
+func (t *SQLTx) Facts(ctx context.Context, key int64) ([]cve.Facts, error) {
+	rows, err := t.Tx.QueryContext(ctx, `SELECT body FROM facts WHERE key = $1 ORDER BY feed, doc`, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	return ScanFacts(rows, key)
+}
+
+// Lifecycles implements Tx.
+func (t *SQLTx) Lifecycles(ctx context.Context) ([]cve.Lifecycle, error) {
+	rows, err := t.Tx.QueryContext(ctx, `SELECT body FROM lifecycles ORDER BY product, cycle`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	return ScanLifecycles(rows)
+}
+
+// KeysWithAtoms implements Tx.
+func (t *SQLTx) KeysWithAtoms(ctx context.Context) ([]int64, error) {
+	return QueryKeys(ctx, t.Tx, `SELECT key FROM records WHERE has_fix ORDER BY key`)
+}
+
+// LogRun implements Tx.
+func (t *SQLTx) LogRun(ctx context.Context, run Run) error {
+	sources, err := json.Marshal(run.Sources)
+	if err != nil {
+		return err
+	}
+	_, err = t.Tx.ExecContext(ctx, `INSERT INTO ingest_runs (started, finished, sources, changed) VALUES ($1, $2, $3, $4)`,
+		run.Started, run.Finished, string(sources), run.Changed)
+	return err
+}
+
+// QueryKeys returns the integers of a query of one column.
+func QueryKeys(ctx context.Context, q Queryer, query string, args ...any) ([]int64, error) {
+	var out []int64
+	err := EachRow(ctx, q, query, func(rows *sql.Rows) error {
+		var k int64
+		err := rows.Scan(&k)
+		out = append(out, k)
+		return err
+	}, args...)
+	return out, err
+}
