@@ -36,7 +36,10 @@ import (
 //     fixes 2.3.1, 2.12.2 and 2.15.0, 2.12.1 is fixed by 2.12.2, 2.12.2
 //     is not affected, 2.13.0 is fixed by 2.15.0, and 2.3.2 is not
 //     affected.
-//  5. When rules 3 and 4 find the item not affected but some atoms of the
+//  5. When rules 3 and 4 find no fix that applies, the item is affected
+//     with no fix when its version lies in the affected range of an atom
+//     without fixed version (">= 1.2.0, <= 1.4.7", ">= 1.2.0", "*").
+//  6. When rules 3 to 5 find the item not affected but some atoms of the
 //     product cannot be compared (a fix known only as a KB, a version that
 //     does not parse), the item is Unknown: the unparsed atom could be the
 //     one that applies.
@@ -190,10 +193,19 @@ func matchEntry(en entry, item device.Software, in installed) (Finding, bool) {
 		f.Status, f.Reason = Unknown, "the installed version does not parse under the "+en.ecosystem+" rules"
 		return f, true
 	}
-	var usable []*atom
+	var usable, unfixed []*atom
 	incomparable := false
 	allRanges := true
 	for _, a := range en.atoms {
+		if a.fixedVersion == "" {
+			// Affected versions without a fix: matched by range only.
+			if a.rangeOK {
+				unfixed = append(unfixed, a)
+			} else {
+				incomparable = true
+			}
+			continue
+		}
 		if !a.parsed {
 			incomparable = true
 			continue
@@ -205,7 +217,7 @@ func matchEntry(en entry, item device.Software, in installed) (Finding, bool) {
 		usable = append(usable, a)
 		allRanges = allRanges && a.rangeOK
 	}
-	if len(usable) == 0 {
+	if len(usable) == 0 && len(unfixed) == 0 {
 		f.Status, f.Reason = Unknown, "no fixed version of this product can be compared with the installed one"
 		switch a := en.atoms[0]; {
 		case a.kb != "":
@@ -222,7 +234,9 @@ func matchEntry(en entry, item device.Software, in installed) (Finding, bool) {
 		return f, true
 	}
 	var fix *atom
-	if allRanges {
+	switch {
+	case len(usable) == 0:
+	case allRanges:
 		for i := range usable {
 			in, err := contains(usable[i].rng, v)
 			if err != nil {
@@ -233,10 +247,21 @@ func matchEntry(en entry, item device.Software, in installed) (Finding, bool) {
 				fix = usable[i]
 			}
 		}
-	} else {
+	default:
 		fix = byBranch(usable, v)
 	}
 	if fix == nil {
+		for _, a := range unfixed {
+			in, err := contains(a.rng, v)
+			if err != nil {
+				incomparable = true
+				continue
+			}
+			if in {
+				f.Status, f.Reason = Affected, "no fix is known for this version"
+				return f, true
+			}
+		}
 		if incomparable {
 			f.Status, f.Reason = Unknown, "some fixes of this product cannot be compared with the installed version"
 			return f, true
