@@ -479,7 +479,9 @@ func (s *Server) advisoryOSV(ctx context.Context, idx *exposure.Index, id string
 	if len(cves) == 0 {
 		return nil, errs.NotFoundf("%s is neither a CVE of the catalog nor an advisory of its fixes", clipDetail(id))
 	}
-	adv.Remediation.Available = len(adv.Remediation.Products) > 0
+	adv.Remediation.Available = slices.ContainsFunc(adv.Remediation.Products, func(p cve.Product) bool {
+		return slices.ContainsFunc(p.Atoms, func(a cve.Atom) bool { return a.HasFix() })
+	})
 	if len(cves) == 1 {
 		c := cves[0]
 		adv.Description, adv.Severity, adv.CVSS, adv.EPSS, adv.KEV = c.Description, c.Severity, c.CVSS, c.EPSS, c.KEV
