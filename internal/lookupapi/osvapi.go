@@ -39,11 +39,15 @@ const (
 	MaxOSVBatch = 1000
 	// osvPageSize is the number of documents a query answers per page.
 	osvPageSize = 100
-	// osvBatchPageSize is the number of ids one query of a batch answers
-	// per page.
-	osvBatchPageSize = 1000
-	maxOSVQueryBody  = 64 << 10
-	maxOSVBatchBody  = 4 << 20
+	// A query of a batch answers osvBatchPageSize ids a page until the
+	// batch has answered osvBatchThreshold ids, and osvBatchPageSizeAfter
+	// a page from then on: OSV.dev's _MAX_VULN_LISTED_PRE_EXCEEDED,
+	// _MAX_VULN_RESP_THRESH and _MAX_VULN_LISTED_POST_EXCEEDED.
+	osvBatchPageSize      = 1000
+	osvBatchThreshold     = 3000
+	osvBatchPageSizeAfter = 5
+	maxOSVQueryBody       = 64 << 10
+	maxOSVBatchBody       = 4 << 20
 )
 
 // errIndexBuilding answers package queries before the first build of the
@@ -306,7 +310,12 @@ func (s *Server) osvQuery(w http.ResponseWriter, r *http.Request) error {
 }
 
 // osvQueryBatch answers POST /osv/v1/querybatch: for each query, in
-// order, the ids and modification times of the CVEs that affect it.
+// order, the ids and modification times of the CVEs that affect it, paged
+// as OSV.dev pages them: a query's page ends at osvBatchPageSize ids while
+// the batch has answered no more than osvBatchThreshold, at
+// osvBatchPageSizeAfter once it has, so that a batch answers a bounded
+// number of ids however many CVEs its packages have; the rest follows
+// with the query's next_page_token.
 func (s *Server) osvQueryBatch(w http.ResponseWriter, r *http.Request) error {
 	var b osvBatchBody
 	if err := decodeBody(w, r, maxOSVBatchBody, &b); err != nil {
@@ -338,6 +347,7 @@ func (s *Server) osvQueryBatch(w http.ResponseWriter, r *http.Request) error {
 	}
 	matches := matchAll(idx, pkgs)
 	out := []byte(`{"results":[`)
+	total := 0 // ids answered by the batch so far
 	for i, p := range pkgs {
 		sum, offset := querySum(p), offsets[i]
 		if i > 0 {
@@ -348,13 +358,21 @@ func (s *Server) osvQueryBatch(w http.ResponseWriter, r *http.Request) error {
 		out = append(out, '{')
 		ids := matches[i]
 		if offset < len(ids) {
-			end := min(offset+osvBatchPageSize, len(ids))
-			n := 0
-			for _, id := range ids[offset:end] {
+			end, n := offset, 0
+			for ; end < len(ids); end++ {
+				limit := osvBatchPageSize
+				if total > osvBatchThreshold {
+					limit = osvBatchPageSizeAfter
+				}
+				if n >= limit {
+					break
+				}
+				id := ids[end]
 				_, modified, ok := idx.CVE(id)
 				if !ok {
 					continue
 				}
+				total++
 				if n == 0 {
 					out = append(out, `"vulns":[`...)
 				} else {

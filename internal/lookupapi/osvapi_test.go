@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -19,6 +18,9 @@ import (
 	"github.com/ossf/osv-schema/bindings/go/osvschema"
 	"google.golang.org/protobuf/encoding/protojson"
 	"gopkg.in/yaml.v3"
+	"osv.dev/bindings/go/api"
+	"osv.dev/bindings/go/osvdev"
+	"osv.dev/bindings/go/osvdevexperimental"
 
 	"github.com/patchline/patchline/internal/catalog/sqlite"
 	"github.com/patchline/patchline/internal/exposure"
@@ -300,32 +302,27 @@ func TestOSVQueryRealRecords(t *testing.T) {
 	if len(probes) < 100 {
 		t.Fatalf("only %d versions to ask about: is %s complete?", len(probes), osvData)
 	}
+	// Asked as OSV.dev's Go client asks, which follows each query's
+	// next_page_token.
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	c := osvdev.DefaultClient()
+	c.BaseHostURL = hs.URL + OSVBasePath
 	var affected, notAffected int
 	for start := 0; start < len(probes); start += MaxOSVBatch {
 		batch := probes[start:min(start+MaxOSVBatch, len(probes))]
-		var body struct {
-			Queries []map[string]any `json:"queries"`
-		}
+		var queries []*api.Query
 		for _, p := range batch {
-			body.Queries = append(body.Queries, map[string]any{
-				"package": map[string]string{"ecosystem": p.eco, "name": p.name}, "version": p.version})
+			queries = append(queries, &api.Query{Package: &osvschema.Package{Ecosystem: p.eco, Name: p.name},
+				Param: &api.Query_Version{Version: p.version}})
 		}
-		b, _ := json.Marshal(body)
-		rec := httpServe(srv, "POST", OSVBasePath+"/v1/querybatch", string(b))
-		if rec.Code != http.StatusOK {
-			t.Fatalf("querybatch: %d %s", rec.Code, rec.Body)
-		}
-		var got struct {
-			Results []struct {
-				Vulns []struct{ ID string } `json:"vulns"`
-			} `json:"results"`
-		}
-		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || len(got.Results) != len(batch) {
-			t.Fatalf("querybatch answer: %v, %d results for %d queries", err, len(got.Results), len(batch))
+		got, err := osvdevexperimental.BatchQueryPaging(context.Background(), c, queries)
+		if err != nil || len(got.GetResults()) != len(batch) {
+			t.Fatalf("querybatch: %v, %d results for %d queries", err, len(got.GetResults()), len(batch))
 		}
 		for i, p := range batch {
 			want := affectedByOSV(t, p.eco, p.version, ranges[p.key])
-			gotAffected := slices.ContainsFunc(got.Results[i].Vulns, func(v struct{ ID string }) bool { return v.ID == p.cve })
+			gotAffected := slices.ContainsFunc(got.GetResults()[i].GetVulns(), func(v *osvschema.Vulnerability) bool { return v.GetId() == p.cve })
 			if want {
 				affected++
 			} else {
