@@ -343,15 +343,22 @@ func (x *Index) Refresh(ctx context.Context, cat cve.Catalog) (Update, error) {
 	return up, nil
 }
 
-// insert adds a CVE under the keys of its products and returns those
-// keys; the caller holds mu.
+// insert adds a CVE under the keys of its products, each list of entries
+// kept in CVE order, and returns those keys; the caller holds mu.
 func (x *Index) insert(e *cveEntry) []string {
 	keys := e.keys()
 	i := 0
 	for _, f := range e.products {
 		for range productKeys(f.ecosystem, f.product) {
 			k := x.pool.str(keys[i])
-			x.products[k] = append(x.products[k], entry{cve: e, fixes: f})
+			list, en := x.products[k], entry{cve: e, fixes: f}
+			// A build walks the catalog in CVE order: the new entry goes
+			// last, but for a CVE added or changed since.
+			at := len(list)
+			if at > 0 && cve.Compare(list[at-1].cveID(), en.cveID()) > 0 {
+				at, _ = slices.BinarySearchFunc(list, en, func(a, b entry) int { return cve.Compare(a.cveID(), b.cveID()) })
+			}
+			x.products[k] = slices.Insert(list, at, en)
 			i++
 		}
 	}

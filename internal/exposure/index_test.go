@@ -159,3 +159,35 @@ func TestRefreshWithoutFix(t *testing.T) {
 		t.Errorf("refresh after a change read %d records (%v), want 1", up.Records, err)
 	}
 }
+
+// TestRefreshKeepsCVEOrder changes the first of three CVEs of a product:
+// read again, it goes back to its place in the product's entries, which
+// AffectedCVEs answers in order.
+func TestRefreshKeepsCVEOrder(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2024, 11, 12, 18, 0, 0, 0, time.UTC)
+	ids := []string{"CVE-2024-9999", "CVE-2024-10000", "CVE-2024-43451"}
+	cat := &mapCatalog{records: map[string]*cve.Record{}, modified: map[string]time.Time{}}
+	for _, id := range ids {
+		cat.records[id], cat.modified[id] = windowsFix(id, "10.0.22631.4460", "KB5046633"), t0
+	}
+	x := NewIndex()
+	if _, err := x.Refresh(ctx, cat); err != nil {
+		t.Fatal(err)
+	}
+	cat.records[ids[0]], cat.modified[ids[0]] = windowsFix(ids[0], "10.0.22631.4602", "KB5048685"), t0.Add(time.Hour)
+	if up, err := x.Refresh(ctx, cat); err != nil || up.Records != 1 {
+		t.Fatalf("refresh: %v, %d records read", err, up.Records)
+	}
+	got := x.AffectedCVEs(sbom.Package{Ecosystem: "Windows", Name: "Windows 11 Version 23H2", Version: "10.0.22631.4317"})
+	if !slices.Equal(got, ids) {
+		t.Errorf("AffectedCVEs = %v, want %v", got, ids)
+	}
+	var order []string
+	for _, en := range x.products[Key("Windows", "Windows 11 Version 23H2")] {
+		order = append(order, en.cveID())
+	}
+	if !slices.Equal(order, ids) {
+		t.Errorf("entries in the order %v, want %v", order, ids)
+	}
+}

@@ -1,11 +1,13 @@
 package exposure
 
 import (
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/device"
+	"github.com/patchline/patchline/internal/sbom"
 	"github.com/patchline/patchline/internal/version"
 )
 
@@ -52,76 +54,17 @@ func (x *Index) Match(inv device.Inventory) (findings []Finding, keys []string) 
 	defer x.mu.RUnlock()
 	seenKey := map[string]bool{}
 	for _, item := range inv.Software {
-		names := []string{item.Name}
-		if item.Source != "" && !strings.EqualFold(item.Source, item.Name) {
-			names = append(names, item.Source)
-		}
-		var entries []entry
-		var done map[entry]bool // with a source package, the entries of both names once
-		if len(names) > 1 {
-			done = map[entry]bool{}
-		}
-		for _, name := range names {
-			k := Key(item.Ecosystem, name)
-			if !seenKey[k] {
+		for _, name := range itemNames(item) {
+			if k := Key(item.Ecosystem, name); !seenKey[k] {
 				seenKey[k] = true
 				keys = append(keys, k)
 			}
-			for _, en := range x.products[k] {
-				if done != nil {
-					if done[en] {
-						continue
-					}
-					done[en] = true
-				}
-				if en.arch != "" {
-					if a := normArch(item.Arch); a != "" && a != en.arch {
-						continue
-					}
-				}
-				entries = append(entries, en)
-			}
 		}
-		// Rule 1 holds for the CVE, whichever of its products names the
-		// update: the CNA's product without KB and MSRC's with it are one
-		// Windows release.
-		fixedByKB := map[string]bool{}
-		for _, en := range entries {
-			if len(kbs) == 0 {
-				break
-			}
-			for _, a := range en.atoms {
-				if a.kb != "" && kbs[normKB(a.kb)] {
-					fixedByKB[en.cveID()] = true
-				}
-			}
-		}
-		// The item's version, parsed once: every entry of its keys is of
-		// its ecosystem. The answer for an entry depends on its atoms
-		// only, which the index shares between the CVEs that have the
-		// same fixes for the product (a distribution's kernel erratum,
-		// a Patch Tuesday): each set of atoms is judged once.
-		installed := parseInstalled(item)
-		type judged struct {
-			f  Finding
-			ok bool
-		}
-		memo := map[*fixes]judged{}
-		for _, en := range entries {
-			if len(fixedByKB) > 0 && fixedByKB[en.cveID()] {
-				continue
-			}
-			j, seen := memo[en.fixes]
-			if !seen {
-				j.f, j.ok = matchEntry(en, item, installed)
-				memo[en.fixes] = j
-			}
-			if j.ok {
-				f := j.f
-				f.CVEID = en.cveID()
-				findings = append(findings, f)
-			}
-		}
+		x.judge(item, kbs, func(en entry, f *Finding) {
+			g := *f
+			g.CVEID = en.cveID()
+			findings = append(findings, g)
+		})
 	}
 	sort.Strings(keys)
 	sort.Slice(findings, func(i, j int) bool {
@@ -160,6 +103,107 @@ func (x *Index) Match(inv device.Inventory) (findings []Finding, keys []string) 
 	return out, keys
 }
 
+// AffectedCVEs returns the CVEs that affect a package, in CVE id order,
+// each once: those Match finds Affected, or for a package without version
+// every CVE of its product. It answers what Match answers, without the
+// findings.
+func (x *Index) AffectedCVEs(p sbom.Package) []string {
+	item := device.Software{Name: p.Name, Version: p.Version, Ecosystem: p.Ecosystem}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	var ids []string
+	x.judge(item, nil, func(en entry, f *Finding) {
+		if f.Status == Affected || p.Version == "" {
+			ids = append(ids, en.cveID())
+		}
+	})
+	// The entries of a product are in CVE order (see insert).
+	if !slices.IsSortedFunc(ids, cve.Compare) {
+		slices.SortFunc(ids, cve.Compare)
+	}
+	return slices.Compact(ids)
+}
+
+// itemNames are the names under which an item finds the catalog's
+// products: its own, and its source package's when it has one.
+func itemNames(item device.Software) []string {
+	if item.Source != "" && !strings.EqualFold(item.Source, item.Name) {
+		return []string{item.Name, item.Source}
+	}
+	return []string{item.Name}
+}
+
+// judge applies the rule of Match to one item: it calls found with each
+// entry of the item's keys that the item is affected by or may be, and
+// the finding (its CVEID not set). The caller holds mu.
+func (x *Index) judge(item device.Software, kbs map[string]bool, found func(entry, *Finding)) {
+	names := itemNames(item)
+	// entries visits the entries of the item's names, those of both names
+	// once, and on Windows only those of the item's architecture.
+	entries := func(yield func(entry) bool) {
+		var done map[entry]bool
+		if len(names) > 1 {
+			done = map[entry]bool{}
+		}
+		arch := normArch(item.Arch)
+		for _, name := range names {
+			for _, en := range x.products[Key(item.Ecosystem, name)] {
+				if done != nil {
+					if done[en] {
+						continue
+					}
+					done[en] = true
+				}
+				if en.arch != "" && arch != "" && arch != en.arch {
+					continue
+				}
+				if !yield(en) {
+					return
+				}
+			}
+		}
+	}
+	// Rule 1 holds for the CVE, whichever of its products names the
+	// update: the CNA's product without KB and MSRC's with it are one
+	// Windows release.
+	var fixedByKB map[string]bool
+	if len(kbs) > 0 {
+		fixedByKB = map[string]bool{}
+		for en := range entries {
+			for _, a := range en.atoms {
+				if a.kb != "" && kbs[normKB(a.kb)] {
+					fixedByKB[en.cveID()] = true
+				}
+			}
+		}
+	}
+	// The item's version, parsed once: every entry of its keys is of its
+	// ecosystem. The answer for an entry depends on its atoms only, which
+	// the index shares between the CVEs that have the same fixes for the
+	// product (a distribution's kernel erratum, a Patch Tuesday): each set
+	// of atoms is judged once.
+	installed := parseInstalled(item)
+	type judged struct {
+		f  Finding
+		ok bool
+	}
+	memo := map[*fixes]*judged{}
+	for en := range entries {
+		if fixedByKB != nil && fixedByKB[en.cveID()] {
+			continue
+		}
+		j := memo[en.fixes]
+		if j == nil {
+			j = new(judged)
+			j.f, j.ok = matchEntry(en, item, installed)
+			memo[en.fixes] = j
+		}
+		if j.ok {
+			found(en, &j.f)
+		}
+	}
+}
+
 func normKB(id string) string {
 	id = strings.ToUpper(strings.TrimSpace(id))
 	if !strings.HasPrefix(id, "KB") {
@@ -181,9 +225,11 @@ func parseInstalled(item device.Software) installed {
 }
 
 // matchEntry applies the rule of Match to one item, its version parsed,
-// and one CVE's product. Match has applied rule 1 already.
+// and one CVE's product, and returns the finding without its CVEID (the
+// caller's: the answer is that of every CVE with the same atoms). Match
+// has applied rule 1 already.
 func matchEntry(en entry, item device.Software, in installed) (Finding, bool) {
-	f := Finding{CVEID: en.cveID(), Ecosystem: en.ecosystem, Product: en.product, Package: item.Name, Installed: item.Version}
+	f := Finding{Ecosystem: en.ecosystem, Product: en.product, Package: item.Name, Installed: item.Version}
 	if item.Version == "" {
 		f.Status, f.Reason = Unknown, "no installed version is given"
 		return f, true

@@ -186,23 +186,12 @@ func osvPackage(q *osvQueryBody) (sbom.Package, error) {
 	return pkg, sbom.Check(pkg)
 }
 
-// osvMatches returns the CVEs an OSV query finds for a package: those
-// that affect its version or, for a query without version, every CVE of
-// the package. A CVE whose fixes cannot be compared with the version
-// (Unknown) is left out: an OSV answer says "affected" or nothing.
-func osvMatches(idx *exposure.Index, p sbom.Package) []string {
-	var ids []string
-	for _, f := range idx.MatchPackage(p) {
-		// Findings come in CVE order: a CVE's come together.
-		if (f.Status == exposure.Affected || p.Version == "") && (len(ids) == 0 || ids[len(ids)-1] != f.CVEID) {
-			ids = append(ids, f.CVEID)
-		}
-	}
-	return ids
-}
-
-// matchAll returns osvMatches of each package, the packages shared
-// among as many goroutines as there are processors.
+// matchAll returns the CVEs each OSV query of a batch finds for its
+// package (exposure.Index.AffectedCVEs: those that affect its version or,
+// without version, every CVE of the package; a CVE whose fixes cannot be
+// compared with the version is left out, as an OSV answer says "affected"
+// or nothing), the packages shared among as many goroutines as there are
+// processors.
 func matchAll(idx *exposure.Index, pkgs []sbom.Package) [][]string {
 	out := make([][]string, len(pkgs))
 	workers := min(runtime.GOMAXPROCS(0), (len(pkgs)+63)/64)
@@ -210,7 +199,7 @@ func matchAll(idx *exposure.Index, pkgs []sbom.Package) [][]string {
 	for w := range workers {
 		wg.Go(func() {
 			for i := w; i < len(pkgs); i += workers {
-				out[i] = osvMatches(idx, pkgs[i])
+				out[i] = idx.AffectedCVEs(pkgs[i])
 			}
 		})
 	}
@@ -276,7 +265,7 @@ func (s *Server) osvQuery(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ids := osvMatches(idx, pkg)
+	ids := idx.AffectedCVEs(pkg)
 	var (
 		vulns []*osvschema.Vulnerability
 		next  string
