@@ -62,13 +62,16 @@ func (e *cveEntry) keys() []string {
 	return keys
 }
 
-// entry is one product of one CVE.
+// entry is one product of one CVE. It holds the CVE's id beside the
+// pointer: a query reads the ids of a product's entries in a row, without
+// a visit to each CVE.
 type entry struct {
 	cve *cveEntry
 	*fixes
+	id string
 }
 
-func (en entry) cveID() string { return en.cve.risk.CVEID }
+func (en entry) cveID() string { return en.id }
 
 // fixes are the atoms of a product, which the entries of every CVE with
 // the same atoms for the product share.
@@ -351,7 +354,7 @@ func (x *Index) insert(e *cveEntry) []string {
 	for _, f := range e.products {
 		for range productKeys(f.ecosystem, f.product) {
 			k := x.pool.str(keys[i])
-			list, en := x.products[k], entry{cve: e, fixes: f}
+			list, en := x.products[k], entry{cve: e, fixes: f, id: e.risk.CVEID}
 			// A build walks the catalog in CVE order: the new entry goes
 			// last, but for a CVE added or changed since.
 			at := len(list)

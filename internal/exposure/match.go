@@ -1,7 +1,6 @@
 package exposure
 
 import (
-	"slices"
 	"sort"
 	"strings"
 
@@ -111,17 +110,18 @@ func (x *Index) AffectedCVEs(p sbom.Package) []string {
 	item := device.Software{Name: p.Name, Version: p.Version, Ecosystem: p.Ecosystem}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	var ids []string
+	// The entries of a key are in CVE order (see insert), and an item
+	// without source package has one key: the ids come sorted, those of
+	// a CVE with two products of the key side by side.
+	ids := make([]string, 0, len(x.products[Key(p.Ecosystem, p.Name)]))
+	var last *cveEntry
 	x.judge(item, nil, func(en entry, f *Finding) {
-		if f.Status == Affected || p.Version == "" {
+		if (f.Status == Affected || p.Version == "") && en.cve != last {
 			ids = append(ids, en.cveID())
+			last = en.cve
 		}
 	})
-	// The entries of a product are in CVE order (see insert).
-	if !slices.IsSortedFunc(ids, cve.Compare) {
-		slices.SortFunc(ids, cve.Compare)
-	}
-	return slices.Compact(ids)
+	return ids
 }
 
 // itemNames are the names under which an item finds the catalog's
