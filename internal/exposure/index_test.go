@@ -179,9 +179,15 @@ func TestRefreshKeepsCVEOrder(t *testing.T) {
 	if up, err := x.Refresh(ctx, cat); err != nil || up.Records != 1 {
 		t.Fatalf("refresh: %v, %d records read", err, up.Records)
 	}
-	got := x.AffectedCVEs(sbom.Package{Ecosystem: "Windows", Name: "Windows 11 Version 23H2", Version: "10.0.22631.4317"})
-	if !slices.Equal(got, ids) {
-		t.Errorf("AffectedCVEs = %v, want %v", got, ids)
+	pc := sbom.Package{Ecosystem: "Windows", Name: "Windows 11 Version 23H2", Version: "10.0.22631.4317"}
+	if got, complete := x.AffectedCVEs(pc, 0); !slices.Equal(got, ids) || !complete {
+		t.Errorf("AffectedCVEs = %v, %v; want %v, complete", got, complete, ids)
+	}
+	if got, complete := x.AffectedCVEs(pc, 2); !slices.Equal(got, ids[:2]) || complete {
+		t.Errorf("AffectedCVEs at most 2 = %v, %v; want %v, not complete", got, complete, ids[:2])
+	}
+	if got, complete := x.AffectedCVEs(pc, 3); !slices.Equal(got, ids) || !complete {
+		t.Errorf("AffectedCVEs at most 3 = %v, %v; want %v, complete", got, complete, ids)
 	}
 	var order []string
 	for _, en := range x.products[Key("Windows", "Windows 11 Version 23H2")] {

@@ -59,10 +59,11 @@ func (x *Index) Match(inv device.Inventory) (findings []Finding, keys []string) 
 				keys = append(keys, k)
 			}
 		}
-		x.judge(item, kbs, func(en entry, f *Finding) {
+		x.judge(item, kbs, func(en entry, f *Finding) bool {
 			g := *f
 			g.CVEID = en.cveID()
 			findings = append(findings, g)
+			return true
 		})
 	}
 	sort.Strings(keys)
@@ -105,23 +106,34 @@ func (x *Index) Match(inv device.Inventory) (findings []Finding, keys []string) 
 // AffectedCVEs returns the CVEs that affect a package, in CVE id order,
 // each once: those Match finds Affected, or for a package without version
 // every CVE of its product. It answers what Match answers, without the
-// findings.
-func (x *Index) AffectedCVEs(p sbom.Package) []string {
+// findings. With max > 0 it stops at max CVEs; complete is false when it
+// stopped there (more may follow).
+func (x *Index) AffectedCVEs(p sbom.Package, max int) (ids []string, complete bool) {
 	item := device.Software{Name: p.Name, Version: p.Version, Ecosystem: p.Ecosystem}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	// The entries of a key are in CVE order (see insert), and an item
 	// without source package has one key: the ids come sorted, those of
 	// a CVE with two products of the key side by side.
-	ids := make([]string, 0, len(x.products[Key(p.Ecosystem, p.Name)]))
+	n := len(x.products[Key(p.Ecosystem, p.Name)])
+	if max > 0 {
+		n = min(n, max)
+	}
+	ids = make([]string, 0, n)
 	var last *cveEntry
-	x.judge(item, nil, func(en entry, f *Finding) {
+	complete = true
+	x.judge(item, nil, func(en entry, f *Finding) bool {
 		if (f.Status == Affected || p.Version == "") && en.cve != last {
+			if max > 0 && len(ids) == max {
+				complete = false
+				return false
+			}
 			ids = append(ids, en.cveID())
 			last = en.cve
 		}
+		return true
 	})
-	return ids
+	return ids, complete
 }
 
 // itemNames are the names under which an item finds the catalog's
@@ -134,9 +146,10 @@ func itemNames(item device.Software) []string {
 }
 
 // judge applies the rule of Match to one item: it calls found with each
-// entry of the item's keys that the item is affected by or may be, and
-// the finding (its CVEID not set). The caller holds mu.
-func (x *Index) judge(item device.Software, kbs map[string]bool, found func(entry, *Finding)) {
+// entry of the item's keys that the item is affected by or may be, in
+// order, and the finding (its CVEID not set), until found returns false.
+// The caller holds mu.
+func (x *Index) judge(item device.Software, kbs map[string]bool, found func(entry, *Finding) bool) {
 	names := itemNames(item)
 	// entries visits the entries of the item's names, those of both names
 	// once, and on Windows only those of the item's architecture.
@@ -198,8 +211,8 @@ func (x *Index) judge(item device.Software, kbs map[string]bool, found func(entr
 			j.f, j.ok = matchEntry(en, item, installed)
 			memo[en.fixes] = j
 		}
-		if j.ok {
-			found(en, &j.f)
+		if j.ok && !found(en, &j.f) {
+			return
 		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/exposure"
+	"github.com/patchline/patchline/internal/sbom"
 )
 
 // pkgRecord is a CVE of one package with a fix per source: each fix is
@@ -315,6 +316,14 @@ func TestOSVQueryBatchPages(t *testing.T) {
 		if n, tok := len(r.GetVulns()), r.GetNextPageToken(); n != want[i] || (tok != "") != (n < perPackage) {
 			t.Errorf("result %d: %d ids, token %q; want %d ids and a token when fewer than %d", i, n, tok, want[i], perPackage)
 		}
+	}
+
+	// A token past the last page answers nothing more.
+	past := pageToken(querySum(sbom.Package{Ecosystem: "npm", Name: "package-0", Version: "1.0.0"}), 5000)
+	rec = httpServe(a.srv, "POST", OSVBasePath+"/v1/querybatch",
+		`{"queries":[{"package":{"ecosystem":"npm","name":"package-0"},"version":"1.0.0","page_token":"`+past+`"}]}`)
+	if rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != `{"results":[{}]}` {
+		t.Errorf("a token past the end: %d %s", rec.Code, rec.Body)
 	}
 
 	hs := httptest.NewServer(a.srv)
