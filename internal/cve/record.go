@@ -105,7 +105,9 @@ type Reference struct {
 	Tags []string `json:"tags"`
 }
 
-// Remediation says what fixes the CVE, per product.
+// Remediation says what fixes the CVE, per product. Available is true
+// when an atom names a fix (see Atom.HasFix); products may also list
+// versions that are affected with no fix known.
 type Remediation struct {
 	Available bool      `json:"available"`
 	Products  []Product `json:"products"`
@@ -119,7 +121,11 @@ type Product struct {
 }
 
 // Atom is one fact about a fix: the version, build or KB that fixes the CVE
-// for a product, who says so and under which license.
+// for a product, who says so and under which license. An atom without a
+// fixed version says that the versions of its affected range are affected
+// and that no fix is known for them: ">= 1.2.0, <= 1.4.7" (up to a last
+// affected version), ">= 1.2.0" (from a version on) or "*" (every
+// version).
 type Atom struct {
 	FixedVersion  string  `json:"fixedVersion"`
 	AffectedRange *string `json:"affectedRange"`
@@ -135,6 +141,10 @@ type Atom struct {
 	// ecosystem's version rules: the atom is kept, but it cannot be compared.
 	Unparsed bool `json:"unparsedVersion,omitempty"`
 }
+
+// HasFix reports whether the atom names a fix: a fixed version, build or
+// KB, rather than affected versions without a fix.
+func (a *Atom) HasFix() bool { return a.FixedVersion != "" }
 
 // EOL marks a fix that lands on a release past its end of life.
 type EOL struct {

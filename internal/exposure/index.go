@@ -28,6 +28,9 @@ type Index struct {
 	mu       sync.RWMutex
 	products map[string][]entry // by Key
 	cves     map[string]*cveEntry
+	// bare are the CVEs whose record names no product, with the time the
+	// catalog last modified it: read once, and again when modified.
+	bare map[string]time.Time
 	// advisories are the CVEs whose atoms name an advisory (GHSA,
 	// PYSEC, RUSTSEC, GO, DSA, ALSA ...), by the advisory's id in upper
 	// case.
@@ -59,13 +62,16 @@ func (e *cveEntry) keys() []string {
 	return keys
 }
 
-// entry is one product of one CVE.
+// entry is one product of one CVE. It holds the CVE's id beside the
+// pointer: a query reads the ids of a product's entries in a row, without
+// a visit to each CVE.
 type entry struct {
 	cve *cveEntry
 	*fixes
+	id string
 }
 
-func (en entry) cveID() string { return en.cve.risk.CVEID }
+func (en entry) cveID() string { return en.id }
 
 // fixes are the atoms of a product, which the entries of every CVE with
 // the same atoms for the product share.
@@ -171,7 +177,8 @@ func (p *pool) rangeOf(ecosystem, s string) ([]bound, bool) {
 
 // NewIndex returns an empty index.
 func NewIndex() *Index {
-	return &Index{products: map[string][]entry{}, cves: map[string]*cveEntry{}, advisories: map[string][]*cveEntry{}}
+	return &Index{products: map[string][]entry{}, cves: map[string]*cveEntry{}, bare: map[string]time.Time{},
+		advisories: map[string][]*cveEntry{}}
 }
 
 // Built reports whether the index has been refreshed from the catalog at
@@ -191,7 +198,7 @@ func (x *Index) Wanted() bool { return x.wanted.Load() }
 
 // CVE returns what the index knows of a CVE: its risk and the time the
 // catalog last modified its record. ok is false for a CVE the index does
-// not hold (unknown to the catalog, or naming no fix).
+// not hold (unknown to the catalog, or naming no product).
 func (x *Index) CVE(id string) (risk Risk, modified time.Time, ok bool) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
@@ -237,7 +244,9 @@ type Update struct {
 // Refresh brings the index up to date with the catalog: it walks the
 // summaries and reads again only the records that are new or modified
 // since the index last saw them, and drops the CVEs the catalog no longer
-// has or that no longer name a fix.
+// has or that no longer name a product. A record without a fix
+// (hasRemediation false) is read too: it may name versions affected with
+// no fix known.
 func (x *Index) Refresh(ctx context.Context, cat cve.Catalog) (Update, error) {
 	x.refresh.Lock()
 	defer x.refresh.Unlock()
@@ -251,7 +260,16 @@ func (x *Index) Refresh(ctx context.Context, cat cve.Catalog) (Update, error) {
 		old := x.cves[s.CVEID]
 		x.mu.RUnlock()
 		risk := riskOf(s)
-		if old != nil && s.ModifiedAt != nil && !s.ModifiedAt.After(old.modified) && s.HasRemediation {
+		seenBefore := func(modified time.Time) bool { return s.ModifiedAt != nil && !s.ModifiedAt.After(modified) }
+		if old == nil {
+			x.mu.RLock()
+			modified, bare := x.bare[s.CVEID]
+			x.mu.RUnlock()
+			if bare && seenBefore(modified) {
+				return nil
+			}
+		}
+		if old != nil && seenBefore(old.modified) {
 			if !sameRisk(old.risk, risk) {
 				risk.Description = old.risk.Description
 				x.mu.Lock()
@@ -261,27 +279,22 @@ func (x *Index) Refresh(ctx context.Context, cat cve.Catalog) (Update, error) {
 			}
 			return nil
 		}
-		if old == nil && !s.HasRemediation {
+		r, err := cat.Record(ctx, s.CVEID)
+		if errors.Is(err, errs.ErrNotFound) {
 			return nil
 		}
-		var (
-			products   []*fixes
-			advisories []string
-		)
-		if s.HasRemediation {
-			r, err := cat.Record(ctx, s.CVEID)
-			if errors.Is(err, errs.ErrNotFound) {
-				return nil
-			}
-			if err != nil {
-				return fmt.Errorf("read %s: %w", s.CVEID, err)
-			}
-			up.Records++
-			products = x.pool.productsOf(r)
-			advisories = x.pool.advisoriesOf(r)
-			if r.Description != nil {
-				risk.Description = *r.Description
-			}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", s.CVEID, err)
+		}
+		up.Records++
+		products := x.pool.productsOf(r)
+		advisories := x.pool.advisoriesOf(r)
+		if r.Description != nil {
+			risk.Description = *r.Description
+		}
+		var modified time.Time
+		if s.ModifiedAt != nil {
+			modified = *s.ModifiedAt
 		}
 		x.mu.Lock()
 		defer x.mu.Unlock()
@@ -292,12 +305,11 @@ func (x *Index) Refresh(ctx context.Context, cat cve.Catalog) (Update, error) {
 			x.remove(old)
 		}
 		if len(products) == 0 {
+			x.bare[s.CVEID] = modified
 			return nil
 		}
-		e := &cveEntry{risk: risk, products: products, advisories: advisories}
-		if s.ModifiedAt != nil {
-			e.modified = *s.ModifiedAt
-		}
+		delete(x.bare, s.CVEID)
+		e := &cveEntry{risk: risk, products: products, advisories: advisories, modified: modified}
 		for _, k := range x.insert(e) {
 			changed[k] = true
 		}
@@ -309,6 +321,11 @@ func (x *Index) Refresh(ctx context.Context, cat cve.Catalog) (Update, error) {
 		return up, fmt.Errorf("refresh exposure index: %w", err)
 	}
 	x.mu.Lock()
+	for id := range x.bare {
+		if !seen[id] {
+			delete(x.bare, id)
+		}
+	}
 	for id, old := range x.cves {
 		if !seen[id] {
 			for _, k := range old.keys() {
@@ -329,15 +346,22 @@ func (x *Index) Refresh(ctx context.Context, cat cve.Catalog) (Update, error) {
 	return up, nil
 }
 
-// insert adds a CVE under the keys of its products and returns those
-// keys; the caller holds mu.
+// insert adds a CVE under the keys of its products, each list of entries
+// kept in CVE order, and returns those keys; the caller holds mu.
 func (x *Index) insert(e *cveEntry) []string {
 	keys := e.keys()
 	i := 0
 	for _, f := range e.products {
 		for range productKeys(f.ecosystem, f.product) {
 			k := x.pool.str(keys[i])
-			x.products[k] = append(x.products[k], entry{cve: e, fixes: f})
+			list, en := x.products[k], entry{cve: e, fixes: f, id: e.risk.CVEID}
+			// A build walks the catalog in CVE order: the new entry goes
+			// last, but for a CVE added or changed since.
+			at := len(list)
+			if at > 0 && cve.Compare(list[at-1].cveID(), en.cveID()) > 0 {
+				at, _ = slices.BinarySearchFunc(list, en, func(a, b entry) int { return cve.Compare(a.cveID(), b.cveID()) })
+			}
+			x.products[k] = slices.Insert(list, at, en)
 			i++
 		}
 	}
@@ -465,8 +489,13 @@ func (p *pool) atom(ecosystem string, a cve.Atom) *atom {
 	}
 	if a.AffectedRange != nil {
 		at.rng, at.rangeOK = p.rangeOf(ecosystem, k.affectedRange)
+		// The range of a fix is bounded above, or it would not end at
+		// the fix.
+		at.rangeOK = at.rangeOK && (k.fixedVersion == "" || slices.ContainsFunc(at.rng, func(b bound) bool {
+			return b.op == "<" || b.op == "<=" || b.op == "="
+		}))
 	}
-	if !at.parsed {
+	if !at.parsed && k.fixedVersion != "" {
 		// The one use of the URL: naming where an unparsed fix is told.
 		k.sourceURL = deref(a.SourceURL)
 		if at2, ok := p.atoms[k]; ok {
@@ -490,10 +519,13 @@ func deref(s *string) string {
 }
 
 // parseRange parses an affected range of comparisons joined by commas,
-// all of which must hold: "< 2.3.1", ">= 2.4, < 2.12.2". ok is false for
-// anything else, or when a version does not parse. Its versions come from
-// p.
+// all of which must hold: "< 2.3.1", ">= 2.4, < 2.12.2", ">= 1.2.0", or
+// "*" for every version (no bounds). ok is false for anything else, or
+// when a version does not parse. Its versions come from p.
 func parseRange(p *pool, ecosystem, s string) (bounds []bound, ok bool) {
+	if strings.TrimSpace(s) == "*" {
+		return nil, true
+	}
 	for _, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
 		var op string
@@ -512,13 +544,7 @@ func parseRange(p *pool, ecosystem, s string) (bounds []bound, ok bool) {
 		}
 		bounds = append(bounds, bound{op, v})
 	}
-	// A range is bounded above, or it would not name a fix.
-	for _, b := range bounds {
-		if b.op == "<" || b.op == "<=" || b.op == "=" {
-			return slices.Clip(bounds), true
-		}
-	}
-	return nil, false
+	return slices.Clip(bounds), true
 }
 
 // contains reports whether v satisfies every bound.

@@ -10,6 +10,7 @@ import (
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/device"
 	"github.com/patchline/patchline/internal/errs"
+	"github.com/patchline/patchline/internal/sbom"
 )
 
 // mapCatalog is a catalog of records held in a map, for Refresh: it
@@ -29,7 +30,7 @@ func (c *mapCatalog) Walk(ctx context.Context, after string, fn func(cve.Summary
 	for _, id := range ids {
 		m := c.modified[id]
 		r := c.records[id]
-		if err := fn(cve.Summary{CVEID: id, ModifiedAt: &m, HasRemediation: len(r.Remediation.Products) > 0}); err != nil {
+		if err := fn(cve.Summary{CVEID: id, ModifiedAt: &m, HasRemediation: r.Remediation.Available}); err != nil {
 			return err
 		}
 	}
@@ -118,5 +119,81 @@ func TestRefreshSharesAndForgets(t *testing.T) {
 	}
 	if x.Len() != 2 {
 		t.Fatalf("index holds %d CVEs, want 2", x.Len())
+	}
+}
+
+// TestRefreshWithoutFix indexes a record that names versions affected with
+// no fix known (its summary says it has no remediation), and reads a
+// record that names no product once, then again only when it changes.
+func TestRefreshWithoutFix(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2024, 4, 16, 20, 57, 36, 0, time.UTC)
+	cat := &mapCatalog{
+		records: map[string]*cve.Record{
+			"CVE-2024-1135": {CVEID: "CVE-2024-1135", Remediation: cve.Remediation{Products: []cve.Product{
+				{Ecosystem: "PyPI", Product: "gunicorn", Atoms: []cve.Atom{{AffectedRange: str("<= 21.2.0")}}},
+			}}},
+			"CVE-2024-3094": {CVEID: "CVE-2024-3094"},
+		},
+		modified: map[string]time.Time{"CVE-2024-1135": t0, "CVE-2024-3094": t0},
+	}
+	x := NewIndex()
+	for i, want := range []int{2, 0} {
+		up, err := x.Refresh(ctx, cat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if up.Records != want {
+			t.Errorf("refresh %d read %d records, want %d", i+1, up.Records, want)
+		}
+	}
+	if _, _, ok := x.CVE("CVE-2024-1135"); !ok || x.Len() != 1 {
+		t.Fatalf("index holds %d CVEs, CVE-2024-1135 %v: want it alone", x.Len(), ok)
+	}
+	got := fixedOf(x.MatchPackage(sbom.Package{Ecosystem: "PyPI", Name: "gunicorn", Version: "21.2.0"}))
+	if want := map[string]string{"CVE-2024-1135": ""}; !maps.Equal(got, want) {
+		t.Errorf("gunicorn 21.2.0: %v, want %v", got, want)
+	}
+	cat.modified["CVE-2024-3094"] = t0.Add(time.Hour)
+	if up, err := x.Refresh(ctx, cat); err != nil || up.Records != 1 {
+		t.Errorf("refresh after a change read %d records (%v), want 1", up.Records, err)
+	}
+}
+
+// TestRefreshKeepsCVEOrder changes the first of three CVEs of a product:
+// read again, it goes back to its place in the product's entries, which
+// AffectedCVEs answers in order.
+func TestRefreshKeepsCVEOrder(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2024, 11, 12, 18, 0, 0, 0, time.UTC)
+	ids := []string{"CVE-2024-9999", "CVE-2024-10000", "CVE-2024-43451"}
+	cat := &mapCatalog{records: map[string]*cve.Record{}, modified: map[string]time.Time{}}
+	for _, id := range ids {
+		cat.records[id], cat.modified[id] = windowsFix(id, "10.0.22631.4460", "KB5046633"), t0
+	}
+	x := NewIndex()
+	if _, err := x.Refresh(ctx, cat); err != nil {
+		t.Fatal(err)
+	}
+	cat.records[ids[0]], cat.modified[ids[0]] = windowsFix(ids[0], "10.0.22631.4602", "KB5048685"), t0.Add(time.Hour)
+	if up, err := x.Refresh(ctx, cat); err != nil || up.Records != 1 {
+		t.Fatalf("refresh: %v, %d records read", err, up.Records)
+	}
+	pc := sbom.Package{Ecosystem: "Windows", Name: "Windows 11 Version 23H2", Version: "10.0.22631.4317"}
+	if got, complete := x.AffectedCVEs(pc, 0); !slices.Equal(got, ids) || !complete {
+		t.Errorf("AffectedCVEs = %v, %v; want %v, complete", got, complete, ids)
+	}
+	if got, complete := x.AffectedCVEs(pc, 2); !slices.Equal(got, ids[:2]) || complete {
+		t.Errorf("AffectedCVEs at most 2 = %v, %v; want %v, not complete", got, complete, ids[:2])
+	}
+	if got, complete := x.AffectedCVEs(pc, 3); !slices.Equal(got, ids) || !complete {
+		t.Errorf("AffectedCVEs at most 3 = %v, %v; want %v, complete", got, complete, ids)
+	}
+	var order []string
+	for _, en := range x.products[Key("Windows", "Windows 11 Version 23H2")] {
+		order = append(order, en.cveID())
+	}
+	if !slices.Equal(order, ids) {
+		t.Errorf("entries in the order %v, want %v", order, ids)
 	}
 }

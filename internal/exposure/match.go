@@ -6,6 +6,7 @@ import (
 
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/device"
+	"github.com/patchline/patchline/internal/sbom"
 	"github.com/patchline/patchline/internal/version"
 )
 
@@ -36,7 +37,10 @@ import (
 //     fixes 2.3.1, 2.12.2 and 2.15.0, 2.12.1 is fixed by 2.12.2, 2.12.2
 //     is not affected, 2.13.0 is fixed by 2.15.0, and 2.3.2 is not
 //     affected.
-//  5. When rules 3 and 4 find the item not affected but some atoms of the
+//  5. When rules 3 and 4 find no fix that applies, the item is affected
+//     with no fix when its version lies in the affected range of an atom
+//     without fixed version (">= 1.2.0, <= 1.4.7", ">= 1.2.0", "*").
+//  6. When rules 3 to 5 find the item not affected but some atoms of the
 //     product cannot be compared (a fix known only as a KB, a version that
 //     does not parse), the item is Unknown: the unparsed atom could be the
 //     one that applies.
@@ -49,76 +53,18 @@ func (x *Index) Match(inv device.Inventory) (findings []Finding, keys []string) 
 	defer x.mu.RUnlock()
 	seenKey := map[string]bool{}
 	for _, item := range inv.Software {
-		names := []string{item.Name}
-		if item.Source != "" && !strings.EqualFold(item.Source, item.Name) {
-			names = append(names, item.Source)
-		}
-		var entries []entry
-		var done map[entry]bool // with a source package, the entries of both names once
-		if len(names) > 1 {
-			done = map[entry]bool{}
-		}
-		for _, name := range names {
-			k := Key(item.Ecosystem, name)
-			if !seenKey[k] {
+		for _, name := range itemNames(item) {
+			if k := Key(item.Ecosystem, name); !seenKey[k] {
 				seenKey[k] = true
 				keys = append(keys, k)
 			}
-			for _, en := range x.products[k] {
-				if done != nil {
-					if done[en] {
-						continue
-					}
-					done[en] = true
-				}
-				if en.arch != "" {
-					if a := normArch(item.Arch); a != "" && a != en.arch {
-						continue
-					}
-				}
-				entries = append(entries, en)
-			}
 		}
-		// Rule 1 holds for the CVE, whichever of its products names the
-		// update: the CNA's product without KB and MSRC's with it are one
-		// Windows release.
-		fixedByKB := map[string]bool{}
-		for _, en := range entries {
-			if len(kbs) == 0 {
-				break
-			}
-			for _, a := range en.atoms {
-				if a.kb != "" && kbs[normKB(a.kb)] {
-					fixedByKB[en.cveID()] = true
-				}
-			}
-		}
-		// The item's version, parsed once: every entry of its keys is of
-		// its ecosystem. The answer for an entry depends on its atoms
-		// only, which the index shares between the CVEs that have the
-		// same fixes for the product (a distribution's kernel erratum,
-		// a Patch Tuesday): each set of atoms is judged once.
-		installed := parseInstalled(item)
-		type judged struct {
-			f  Finding
-			ok bool
-		}
-		memo := map[*fixes]judged{}
-		for _, en := range entries {
-			if len(fixedByKB) > 0 && fixedByKB[en.cveID()] {
-				continue
-			}
-			j, seen := memo[en.fixes]
-			if !seen {
-				j.f, j.ok = matchEntry(en, item, installed)
-				memo[en.fixes] = j
-			}
-			if j.ok {
-				f := j.f
-				f.CVEID = en.cveID()
-				findings = append(findings, f)
-			}
-		}
+		x.judge(item, kbs, func(en entry, f *Finding) bool {
+			g := *f
+			g.CVEID = en.cveID()
+			findings = append(findings, g)
+			return true
+		})
 	}
 	sort.Strings(keys)
 	sort.Slice(findings, func(i, j int) bool {
@@ -157,6 +103,120 @@ func (x *Index) Match(inv device.Inventory) (findings []Finding, keys []string) 
 	return out, keys
 }
 
+// AffectedCVEs returns the CVEs that affect a package, in CVE id order,
+// each once: those Match finds Affected, or for a package without version
+// every CVE of its product. It answers what Match answers, without the
+// findings. With max > 0 it stops at max CVEs; complete is false when it
+// stopped there (more may follow).
+func (x *Index) AffectedCVEs(p sbom.Package, max int) (ids []string, complete bool) {
+	item := device.Software{Name: p.Name, Version: p.Version, Ecosystem: p.Ecosystem}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	// The entries of a key are in CVE order (see insert), and an item
+	// without source package has one key: the ids come sorted, those of
+	// a CVE with two products of the key side by side.
+	n := len(x.products[Key(p.Ecosystem, p.Name)])
+	if max > 0 {
+		n = min(n, max)
+	}
+	ids = make([]string, 0, n)
+	var last *cveEntry
+	complete = true
+	x.judge(item, nil, func(en entry, f *Finding) bool {
+		if (f.Status == Affected || p.Version == "") && en.cve != last {
+			if max > 0 && len(ids) == max {
+				complete = false
+				return false
+			}
+			ids = append(ids, en.cveID())
+			last = en.cve
+		}
+		return true
+	})
+	return ids, complete
+}
+
+// itemNames are the names under which an item finds the catalog's
+// products: its own, and its source package's when it has one.
+func itemNames(item device.Software) []string {
+	if item.Source != "" && !strings.EqualFold(item.Source, item.Name) {
+		return []string{item.Name, item.Source}
+	}
+	return []string{item.Name}
+}
+
+// judge applies the rule of Match to one item: it calls found with each
+// entry of the item's keys that the item is affected by or may be, in
+// order, and the finding (its CVEID not set), until found returns false.
+// The caller holds mu.
+func (x *Index) judge(item device.Software, kbs map[string]bool, found func(entry, *Finding) bool) {
+	names := itemNames(item)
+	// entries visits the entries of the item's names, those of both names
+	// once, and on Windows only those of the item's architecture.
+	entries := func(yield func(entry) bool) {
+		var done map[entry]bool
+		if len(names) > 1 {
+			done = map[entry]bool{}
+		}
+		arch := normArch(item.Arch)
+		for _, name := range names {
+			for _, en := range x.products[Key(item.Ecosystem, name)] {
+				if done != nil {
+					if done[en] {
+						continue
+					}
+					done[en] = true
+				}
+				if en.arch != "" && arch != "" && arch != en.arch {
+					continue
+				}
+				if !yield(en) {
+					return
+				}
+			}
+		}
+	}
+	// Rule 1 holds for the CVE, whichever of its products names the
+	// update: the CNA's product without KB and MSRC's with it are one
+	// Windows release.
+	var fixedByKB map[string]bool
+	if len(kbs) > 0 {
+		fixedByKB = map[string]bool{}
+		for en := range entries {
+			for _, a := range en.atoms {
+				if a.kb != "" && kbs[normKB(a.kb)] {
+					fixedByKB[en.cveID()] = true
+				}
+			}
+		}
+	}
+	// The item's version, parsed once: every entry of its keys is of its
+	// ecosystem. The answer for an entry depends on its atoms only, which
+	// the index shares between the CVEs that have the same fixes for the
+	// product (a distribution's kernel erratum, a Patch Tuesday): each set
+	// of atoms is judged once.
+	installed := parseInstalled(item)
+	type judged struct {
+		f  Finding
+		ok bool
+	}
+	memo := map[*fixes]*judged{}
+	for en := range entries {
+		if fixedByKB != nil && fixedByKB[en.cveID()] {
+			continue
+		}
+		j := memo[en.fixes]
+		if j == nil {
+			j = new(judged)
+			j.f, j.ok = matchEntry(en, item, installed)
+			memo[en.fixes] = j
+		}
+		if j.ok && !found(en, &j.f) {
+			return
+		}
+	}
+}
+
 func normKB(id string) string {
 	id = strings.ToUpper(strings.TrimSpace(id))
 	if !strings.HasPrefix(id, "KB") {
@@ -178,9 +238,11 @@ func parseInstalled(item device.Software) installed {
 }
 
 // matchEntry applies the rule of Match to one item, its version parsed,
-// and one CVE's product. Match has applied rule 1 already.
+// and one CVE's product, and returns the finding without its CVEID (the
+// caller's: the answer is that of every CVE with the same atoms). Match
+// has applied rule 1 already.
 func matchEntry(en entry, item device.Software, in installed) (Finding, bool) {
-	f := Finding{CVEID: en.cveID(), Ecosystem: en.ecosystem, Product: en.product, Package: item.Name, Installed: item.Version}
+	f := Finding{Ecosystem: en.ecosystem, Product: en.product, Package: item.Name, Installed: item.Version}
 	if item.Version == "" {
 		f.Status, f.Reason = Unknown, "no installed version is given"
 		return f, true
@@ -190,10 +252,19 @@ func matchEntry(en entry, item device.Software, in installed) (Finding, bool) {
 		f.Status, f.Reason = Unknown, "the installed version does not parse under the "+en.ecosystem+" rules"
 		return f, true
 	}
-	var usable []*atom
+	var usable, unfixed []*atom
 	incomparable := false
 	allRanges := true
 	for _, a := range en.atoms {
+		if a.fixedVersion == "" {
+			// Affected versions without a fix: matched by range only.
+			if a.rangeOK {
+				unfixed = append(unfixed, a)
+			} else {
+				incomparable = true
+			}
+			continue
+		}
 		if !a.parsed {
 			incomparable = true
 			continue
@@ -205,7 +276,7 @@ func matchEntry(en entry, item device.Software, in installed) (Finding, bool) {
 		usable = append(usable, a)
 		allRanges = allRanges && a.rangeOK
 	}
-	if len(usable) == 0 {
+	if len(usable) == 0 && len(unfixed) == 0 {
 		f.Status, f.Reason = Unknown, "no fixed version of this product can be compared with the installed one"
 		switch a := en.atoms[0]; {
 		case a.kb != "":
@@ -222,7 +293,9 @@ func matchEntry(en entry, item device.Software, in installed) (Finding, bool) {
 		return f, true
 	}
 	var fix *atom
-	if allRanges {
+	switch {
+	case len(usable) == 0:
+	case allRanges:
 		for i := range usable {
 			in, err := contains(usable[i].rng, v)
 			if err != nil {
@@ -233,10 +306,21 @@ func matchEntry(en entry, item device.Software, in installed) (Finding, bool) {
 				fix = usable[i]
 			}
 		}
-	} else {
+	default:
 		fix = byBranch(usable, v)
 	}
 	if fix == nil {
+		for _, a := range unfixed {
+			in, err := contains(a.rng, v)
+			if err != nil {
+				incomparable = true
+				continue
+			}
+			if in {
+				f.Status, f.Reason = Affected, "no fix is known for this version"
+				return f, true
+			}
+		}
 		if incomparable {
 			f.Status, f.Reason = Unknown, "some fixes of this product cannot be compared with the installed version"
 			return f, true

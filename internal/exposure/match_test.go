@@ -80,6 +80,60 @@ func TestMatchMultiBranch(t *testing.T) {
 	}
 }
 
+// TestMatchWithoutFix matches the ranges affected with no fix known: a
+// last affected version (CVE-2024-1135, gunicorn, "<= 21.2.0"), an
+// introducing version with no end (CVE-2022-24730, argo-cd, ">= 1.3.0"),
+// every version ("*"), and such a range beside fixes of the same product,
+// whose fix applies where it holds.
+func TestMatchWithoutFix(t *testing.T) {
+	x := indexOf(
+		&cve.Record{CVEID: "CVE-2024-1135", Remediation: cve.Remediation{Products: []cve.Product{
+			{Ecosystem: "PyPI", Product: "gunicorn", Atoms: []cve.Atom{{AffectedRange: str("<= 21.2.0")}}},
+		}}},
+		&cve.Record{CVEID: "CVE-2022-24730", Remediation: cve.Remediation{Available: true, Products: []cve.Product{
+			{Ecosystem: "Go", Product: "github.com/argoproj/argo-cd", Atoms: []cve.Atom{{AffectedRange: str(">= 1.3.0")}}},
+			{Ecosystem: "Go", Product: "github.com/argoproj/argo-cd/v2", Atoms: []cve.Atom{
+				{FixedVersion: "2.1.11", AffectedRange: str("< 2.1.11")},
+				{FixedVersion: "2.2.6", AffectedRange: str(">= 2.2.0, < 2.2.6")},
+				{AffectedRange: str(">= 2.4.0, <= 2.4.2")},
+			}},
+		}}},
+		&cve.Record{CVEID: "CVE-2020-8911", Remediation: cve.Remediation{Products: []cve.Product{
+			{Ecosystem: "Go", Product: "github.com/aws/aws-sdk-go", Atoms: []cve.Atom{{AffectedRange: str("*")}}},
+		}}},
+	)
+	for _, tt := range []struct {
+		eco, name, installed string
+		affected             bool
+		fixed                string
+	}{
+		{"PyPI", "gunicorn", "19.0", true, ""},
+		{"PyPI", "gunicorn", "21.2.0", true, ""},
+		{"PyPI", "gunicorn", "21.2.1", false, ""},
+		{"PyPI", "gunicorn", "22.0.0", false, ""},
+		{"Go", "github.com/argoproj/argo-cd", "1.2.9", false, ""},
+		{"Go", "github.com/argoproj/argo-cd", "1.3.0", true, ""},
+		{"Go", "github.com/argoproj/argo-cd", "1.8.7", true, ""},
+		{"Go", "github.com/argoproj/argo-cd/v2", "2.1.10", true, "2.1.11"},
+		{"Go", "github.com/argoproj/argo-cd/v2", "2.1.11", false, ""},
+		{"Go", "github.com/argoproj/argo-cd/v2", "2.2.5", true, "2.2.6"},
+		{"Go", "github.com/argoproj/argo-cd/v2", "2.3.0", false, ""},
+		{"Go", "github.com/argoproj/argo-cd/v2", "2.4.0", true, ""},
+		{"Go", "github.com/argoproj/argo-cd/v2", "2.4.2", true, ""},
+		{"Go", "github.com/argoproj/argo-cd/v2", "2.4.3", false, ""},
+		{"Go", "github.com/aws/aws-sdk-go", "0.0.0-20150717181359-44718f8a89b0", true, ""},
+		{"Go", "github.com/aws/aws-sdk-go", "1.55.5", true, ""},
+	} {
+		got := one(t, x, device.Inventory{Software: []device.Software{{Name: tt.name, Version: tt.installed, Ecosystem: tt.eco}}})
+		switch {
+		case !tt.affected && len(got) != 0:
+			t.Errorf("%s %s: %+v, want not affected", tt.name, tt.installed, got)
+		case tt.affected && (len(got) != 1 || got[0].Status != Affected || got[0].Fixed != tt.fixed):
+			t.Errorf("%s %s: %+v, want affected, fixed by %q", tt.name, tt.installed, got, tt.fixed)
+		}
+	}
+}
+
 func TestMatchUnparsedIsUnknown(t *testing.T) {
 	x := indexOf(log4j, sope)
 	got := one(t, x, device.Inventory{Software: []device.Software{{Name: "org.apache.logging.log4j:log4j-core", Version: "not a version!", Ecosystem: "Maven"}}})

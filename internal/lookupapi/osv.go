@@ -228,13 +228,15 @@ func asMap(a *osvschema.Affected) (map[string]any, error) {
 }
 
 // osvAffected returns the affected entry of one product: a range per fix,
-// and the provenance of each fix in database_specific.
+// one per range affected with no fix known (ending in last_affected, in
+// limit, or not at all), and the provenance of each atom in
+// database_specific.
 func osvAffected(p cve.Product) (*osvschema.Affected, error) {
 	a := &osvschema.Affected{
 		Package: &osvschema.Package{Ecosystem: p.Ecosystem, Name: p.Product},
 	}
-	type pair struct{ introduced, fixed string }
-	seen := map[pair]bool{}
+	type span struct{ introduced, fixed, lastAffected, limit string }
+	seen := map[span]bool{}
 	fixes := []any{}
 	var unparsed []any
 	for _, at := range p.Atoms {
@@ -253,16 +255,22 @@ func osvAffected(p cve.Product) (*osvschema.Affected, error) {
 			fix["eol"] = map[string]any{"eol_from": optString(at.EOL.EOLFrom), "eoes_from": optString(at.EOL.EOESFrom)}
 		}
 		fixes = append(fixes, fix)
-		if at.Unparsed || at.FixedVersion == "" {
+		sp := span{introduced: introducedOf(at.AffectedRange)}
+		switch {
+		case !at.HasFix():
+			sp.lastAffected, sp.limit = upperOf(at.AffectedRange, "<="), upperOf(at.AffectedRange, "<")
+		case at.Unparsed:
 			unparsed = append(unparsed, at.FixedVersion)
 			continue
+		default:
+			sp.fixed = at.FixedVersion
 		}
-		pr := pair{introducedOf(at.AffectedRange), at.FixedVersion}
-		if seen[pr] {
+		if seen[sp] {
 			continue
 		}
-		seen[pr] = true
-		a.Ranges = append(a.Ranges, osvRange(p.Ecosystem, pr.introduced, pr.fixed))
+		seen[sp] = true
+		end := &osvschema.Event{Fixed: sp.fixed, LastAffected: sp.lastAffected, Limit: sp.limit}
+		a.Ranges = append(a.Ranges, osvRange(p.Ecosystem, sp.introduced, end))
 	}
 	dbs := map[string]any{"fixes": fixes}
 	if !isRegistered(p.Ecosystem) {
@@ -279,23 +287,47 @@ func osvAffected(p cve.Product) (*osvschema.Affected, error) {
 	return a, nil
 }
 
-// osvRange is the range of one fix: SEMVER where the ecosystem uses
-// Semantic Versioning and both versions are valid ones, ECOSYSTEM otherwise.
-func osvRange(eco, introduced, fixed string) *osvschema.Range {
+// osvRange is the range from an introducing version to an end event (a
+// fixed, last_affected or limit version, or none: an empty event):
+// SEMVER where the ecosystem uses Semantic Versioning and its versions are
+// valid ones, ECOSYSTEM otherwise.
+func osvRange(eco, introduced string, end *osvschema.Event) *osvschema.Range {
 	typ := osvschema.Range_ECOSYSTEM
+	ends := []*string{&end.Fixed, &end.LastAffected, &end.Limit}
 	if semverEcosystems[eco] {
-		in, fx := strings.TrimPrefix(introduced, "v"), strings.TrimPrefix(fixed, "v")
-		if (in == "0" || semverRE.MatchString(in)) && semverRE.MatchString(fx) {
-			typ, introduced, fixed = osvschema.Range_SEMVER, in, fx
+		in := strings.TrimPrefix(introduced, "v")
+		ok := in == "0" || semverRE.MatchString(in)
+		for _, e := range ends {
+			ok = ok && (*e == "" || semverRE.MatchString(strings.TrimPrefix(*e, "v")))
+		}
+		if ok {
+			typ, introduced = osvschema.Range_SEMVER, in
+			for _, e := range ends {
+				*e = strings.TrimPrefix(*e, "v")
+			}
 		}
 	}
-	return &osvschema.Range{
-		Type: typ,
-		Events: []*osvschema.Event{
-			{Introduced: introduced},
-			{Fixed: fixed},
-		},
+	r := &osvschema.Range{Type: typ, Events: []*osvschema.Event{{Introduced: introduced}}}
+	if end.Fixed+end.LastAffected+end.Limit != "" {
+		r.Events = append(r.Events, end)
 	}
+	return r
+}
+
+// upperOf returns the version of the bound op ("<" or "<=") of an
+// affected range written "<= 1.4.7" or ">= 1.2.0, < 1.5.0", "" when it
+// has none.
+func upperOf(rng *string, op string) string {
+	if rng == nil {
+		return ""
+	}
+	for part := range strings.SplitSeq(*rng, ",") {
+		part = strings.TrimSpace(part)
+		if v, ok := strings.CutPrefix(part, op); ok && (op == "<=" || !strings.HasPrefix(v, "=")) {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
 
 // introducedOf reads the lower bound of an affected range written

@@ -192,10 +192,50 @@ func TestOSVRangeTypes(t *testing.T) {
 		{"Debian:12", "0", "1.2.3-1", osvschema.Range_ECOSYSTEM, "1.2.3-1"},
 	}
 	for _, tt := range tests {
-		r := osvRange(tt.eco, tt.introduced, tt.fixed)
+		r := osvRange(tt.eco, tt.introduced, &osvschema.Event{Fixed: tt.fixed})
 		if r.GetType() != tt.want || r.GetEvents()[1].GetFixed() != tt.wantFixed {
 			t.Errorf("osvRange(%s, %s, %s) = %v", tt.eco, tt.introduced, tt.fixed, r)
 		}
+	}
+}
+
+// TestOSVUnfixedRanges writes the atoms without fixed version back as
+// OSV.dev's databases write them: a range ending in last_affected or in
+// limit, or not ending, beside the ranges of the fixes.
+func TestOSVUnfixedRanges(t *testing.T) {
+	rec := &cve.Record{CVEID: "CVE-2022-24730", Remediation: cve.Remediation{Available: true, Products: []cve.Product{
+		{Ecosystem: "Go", Product: "github.com/argoproj/argo-cd/v2", Atoms: []cve.Atom{
+			{FixedVersion: "2.1.11", AffectedRange: ptr("< 2.1.11")},
+			{AffectedRange: ptr(">= 2.4.0, <= 2.4.2")},
+			{AffectedRange: ptr(">= 2.5.0, < 2.6.0")},
+			{AffectedRange: ptr(">= 2.7.0")},
+		}},
+		{Ecosystem: "PyPI", Product: "gunicorn", Atoms: []cve.Atom{{AffectedRange: ptr("<= 21.2.0")}}},
+		{Ecosystem: "Go", Product: "github.com/aws/aws-sdk-go", Atoms: []cve.Atom{{AffectedRange: ptr("*")}}},
+	}}}
+	v, err := OSV(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range v.GetAffected() {
+		for _, r := range a.GetRanges() {
+			b, _ := protojson.MarshalOptions{UseProtoNames: true}.Marshal(r)
+			var c bytes.Buffer
+			json.Compact(&c, b)
+			got = append(got, a.GetPackage().GetName()+" "+c.String())
+		}
+	}
+	want := []string{
+		`github.com/argoproj/argo-cd/v2 {"type":"SEMVER","events":[{"introduced":"0"},{"fixed":"2.1.11"}]}`,
+		`github.com/argoproj/argo-cd/v2 {"type":"SEMVER","events":[{"introduced":"2.4.0"},{"last_affected":"2.4.2"}]}`,
+		`github.com/argoproj/argo-cd/v2 {"type":"SEMVER","events":[{"introduced":"2.5.0"},{"limit":"2.6.0"}]}`,
+		`github.com/argoproj/argo-cd/v2 {"type":"SEMVER","events":[{"introduced":"2.7.0"}]}`,
+		`gunicorn {"type":"ECOSYSTEM","events":[{"introduced":"0"},{"last_affected":"21.2.0"}]}`,
+		`github.com/aws/aws-sdk-go {"type":"SEMVER","events":[{"introduced":"0"}]}`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ranges (-want +got):\n%s", diff)
 	}
 }
 

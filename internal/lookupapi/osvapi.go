@@ -39,11 +39,15 @@ const (
 	MaxOSVBatch = 1000
 	// osvPageSize is the number of documents a query answers per page.
 	osvPageSize = 100
-	// osvBatchPageSize is the number of ids one query of a batch answers
-	// per page.
-	osvBatchPageSize = 1000
-	maxOSVQueryBody  = 64 << 10
-	maxOSVBatchBody  = 4 << 20
+	// A query of a batch answers osvBatchPageSize ids a page until the
+	// batch has answered osvBatchThreshold ids, and osvBatchPageSizeAfter
+	// a page from then on: OSV.dev's _MAX_VULN_LISTED_PRE_EXCEEDED,
+	// _MAX_VULN_RESP_THRESH and _MAX_VULN_LISTED_POST_EXCEEDED.
+	osvBatchPageSize      = 1000
+	osvBatchThreshold     = 3000
+	osvBatchPageSizeAfter = 5
+	maxOSVQueryBody       = 64 << 10
+	maxOSVBatchBody       = 4 << 20
 )
 
 // errIndexBuilding answers package queries before the first build of the
@@ -182,36 +186,65 @@ func osvPackage(q *osvQueryBody) (sbom.Package, error) {
 	return pkg, sbom.Check(pkg)
 }
 
-// osvMatches returns the CVEs an OSV query finds for a package: those
-// that affect its version or, for a query without version, every CVE of
-// the package. A CVE whose fixes cannot be compared with the version
-// (Unknown) is left out: an OSV answer says "affected" or nothing.
-func osvMatches(idx *exposure.Index, p sbom.Package) []string {
-	var ids []string
-	for _, f := range idx.MatchPackage(p) {
-		// Findings come in CVE order: a CVE's come together.
-		if (f.Status == exposure.Affected || p.Version == "") && (len(ids) == 0 || ids[len(ids)-1] != f.CVEID) {
-			ids = append(ids, f.CVEID)
-		}
-	}
-	return ids
+// batchMatch is what a query of a batch found: the CVEs of its package
+// (exposure.Index.AffectedCVEs: those that affect its version or, without
+// version, every CVE of the package; a CVE whose fixes cannot be compared
+// with the version is left out, as an OSV answer says "affected" or
+// nothing), as many as its page may need.
+type batchMatch struct {
+	ids      []string
+	complete bool // false when more CVEs follow ids
 }
 
-// matchAll returns osvMatches of each package, the packages shared
-// among as many goroutines as there are processors.
-func matchAll(idx *exposure.Index, pkgs []sbom.Package) [][]string {
-	out := make([][]string, len(pkgs))
-	workers := min(runtime.GOMAXPROCS(0), (len(pkgs)+63)/64)
+// matchBatch returns the matches of the queries of a batch, each from
+// its offset. A page holds osvBatchPageSize ids only while the batch has
+// answered no more than osvBatchThreshold (see pageEnd): the queries are
+// matched in order for as many ids as that, until the batch passes the
+// threshold; every later query needs only osvBatchPageSizeAfter ids and
+// the one that tells whether more follow, and they are shared among as
+// many goroutines as there are processors.
+func matchBatch(idx *exposure.Index, pkgs []sbom.Package, offsets []int) []batchMatch {
+	out := make([]batchMatch, len(pkgs))
+	total, i := 0, 0
+	for ; i < len(pkgs) && total <= osvBatchThreshold; i++ {
+		m := &out[i]
+		m.ids, m.complete = idx.AffectedCVEs(pkgs[i], offsets[i]+osvBatchPageSize+1)
+		_, total = pageEnd(len(m.ids), offsets[i], total)
+	}
+	rest := len(pkgs) - i
+	workers := min(runtime.GOMAXPROCS(0), (rest+63)/64)
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
-			for i := w; i < len(pkgs); i += workers {
-				out[i] = osvMatches(idx, pkgs[i])
+			for j := i + w; j < len(pkgs); j += workers {
+				m := &out[j]
+				m.ids, m.complete = idx.AffectedCVEs(pkgs[j], offsets[j]+osvBatchPageSizeAfter+1)
 			}
 		})
 	}
 	wg.Wait()
 	return out
+}
+
+// pageEnd returns where the page of a query ends that has n ids and starts
+// at offset, when the batch has answered total ids before it, and the
+// batch's total with the page: osvBatchPageSize ids at the most while the
+// total is at most osvBatchThreshold, osvBatchPageSizeAfter once it is
+// more, as OSV.dev counts.
+func pageEnd(n, offset, total int) (end, after int) {
+	end = offset
+	for end < n {
+		limit := osvBatchPageSize
+		if total > osvBatchThreshold {
+			limit = osvBatchPageSizeAfter
+		}
+		if end-offset >= limit {
+			break
+		}
+		end++
+		total++
+	}
+	return end, total
 }
 
 // pageToken is the opaque token of the page after offset of the query
@@ -272,7 +305,7 @@ func (s *Server) osvQuery(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ids := osvMatches(idx, pkg)
+	ids, _ := idx.AffectedCVEs(pkg, offset+osvPageSize+1)
 	var (
 		vulns []*osvschema.Vulnerability
 		next  string
@@ -306,7 +339,12 @@ func (s *Server) osvQuery(w http.ResponseWriter, r *http.Request) error {
 }
 
 // osvQueryBatch answers POST /osv/v1/querybatch: for each query, in
-// order, the ids and modification times of the CVEs that affect it.
+// order, the ids and modification times of the CVEs that affect it, paged
+// as OSV.dev pages them: a query's page ends at osvBatchPageSize ids while
+// the batch has answered no more than osvBatchThreshold, at
+// osvBatchPageSizeAfter once it has, so that a batch answers a bounded
+// number of ids however many CVEs its packages have; the rest follows
+// with the query's next_page_token.
 func (s *Server) osvQueryBatch(w http.ResponseWriter, r *http.Request) error {
 	var b osvBatchBody
 	if err := decodeBody(w, r, maxOSVBatchBody, &b); err != nil {
@@ -336,47 +374,50 @@ func (s *Server) osvQueryBatch(w http.ResponseWriter, r *http.Request) error {
 			return errs.Invalidf("queries[%d]: %s", i, errs.Message(err))
 		}
 	}
-	matches := matchAll(idx, pkgs)
+	matches := matchBatch(idx, pkgs, offsets)
 	out := []byte(`{"results":[`)
+	total := 0 // ids answered by the batch so far
 	for i, p := range pkgs {
-		sum, offset := querySum(p), offsets[i]
+		m, offset := matches[i], offsets[i]
 		if i > 0 {
 			out = append(out, ',')
 		}
 		// {"vulns":[{"id":…,"modified":…},…],"next_page_token":…}, each
 		// member left out when empty, as protobuf JSON writes it.
 		out = append(out, '{')
-		ids := matches[i]
-		if offset < len(ids) {
-			end := min(offset+osvBatchPageSize, len(ids))
-			n := 0
-			for _, id := range ids[offset:end] {
-				_, modified, ok := idx.CVE(id)
-				if !ok {
-					continue
-				}
-				if n == 0 {
-					out = append(out, `"vulns":[`...)
-				} else {
-					out = append(out, ',')
-				}
-				n++
-				out = append(out, `{"id":`...)
-				out = appendString(out, id)
-				out = append(out, `,"modified":"`...)
-				out = modified.UTC().AppendFormat(out, time.RFC3339Nano)
-				out = append(out, `"}`...)
+		var end int
+		end, total = pageEnd(len(m.ids), offset, total)
+		var page []string // none for a token past the end of the matches
+		if end > offset {
+			page = m.ids[offset:end]
+		}
+		n := 0
+		for _, id := range page {
+			_, modified, ok := idx.CVE(id)
+			if !ok {
+				continue // removed since the query was matched
 			}
+			if n == 0 {
+				out = append(out, `"vulns":[`...)
+			} else {
+				out = append(out, ',')
+			}
+			n++
+			out = append(out, `{"id":`...)
+			out = appendString(out, id)
+			out = append(out, `,"modified":"`...)
+			out = modified.UTC().AppendFormat(out, time.RFC3339Nano)
+			out = append(out, `"}`...)
+		}
+		if n > 0 {
+			out = append(out, ']')
+		}
+		if end < len(m.ids) || !m.complete {
 			if n > 0 {
-				out = append(out, ']')
+				out = append(out, ',')
 			}
-			if end < len(ids) {
-				if n > 0 {
-					out = append(out, ',')
-				}
-				out = append(out, `"next_page_token":`...)
-				out = appendString(out, pageToken(sum, end))
-			}
+			out = append(out, `"next_page_token":`...)
+			out = appendString(out, pageToken(querySum(p), end))
 		}
 		out = append(out, '}')
 	}
@@ -479,7 +520,9 @@ func (s *Server) advisoryOSV(ctx context.Context, idx *exposure.Index, id string
 	if len(cves) == 0 {
 		return nil, errs.NotFoundf("%s is neither a CVE of the catalog nor an advisory of its fixes", clipDetail(id))
 	}
-	adv.Remediation.Available = len(adv.Remediation.Products) > 0
+	adv.Remediation.Available = slices.ContainsFunc(adv.Remediation.Products, func(p cve.Product) bool {
+		return slices.ContainsFunc(p.Atoms, func(a cve.Atom) bool { return a.HasFix() })
+	})
 	if len(cves) == 1 {
 		c := cves[0]
 		adv.Description, adv.Severity, adv.CVSS, adv.EPSS, adv.KEV = c.Description, c.Severity, c.CVSS, c.EPSS, c.KEV

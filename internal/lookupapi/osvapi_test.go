@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,9 @@ import (
 	"github.com/ossf/osv-schema/bindings/go/osvschema"
 	"google.golang.org/protobuf/encoding/protojson"
 	"gopkg.in/yaml.v3"
+	"osv.dev/bindings/go/api"
+	"osv.dev/bindings/go/osvdev"
+	"osv.dev/bindings/go/osvdevexperimental"
 
 	"github.com/patchline/patchline/internal/catalog/sqlite"
 	"github.com/patchline/patchline/internal/exposure"
@@ -25,8 +29,12 @@ import (
 )
 
 // osvData is the folder of real OSV records of the repository's shared
-// test data (see its SOURCE.md).
-const osvData = "../../../shared/data/osv"
+// test data (see its SOURCE.md); osvUnfixed holds real records whose
+// ranges end in last_affected or do not end, which osvData lacks.
+const (
+	osvData    = "../../../shared/data/osv"
+	osvUnfixed = "../feed/osv/testdata"
+)
 
 // osvServer is a Server over a catalog ingested from osvData, built once
 // for the tests of this file.
@@ -40,11 +48,15 @@ var osvServer = sync.OnceValues(func() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	src, err := ingest.ParseSource("osv=" + osvData)
-	if err != nil {
-		return nil, err
+	var srcs []ingest.Source
+	for _, dir := range []string{osvData, osvUnfixed} {
+		src, err := ingest.ParseSource("osv=" + dir)
+		if err != nil {
+			return nil, err
+		}
+		srcs = append(srcs, src)
 	}
-	if _, err := ingest.Run(ctx, db, []ingest.Source{src}, ingest.Options{}); err != nil {
+	if _, err := ingest.Run(ctx, db, srcs, ingest.Options{}); err != nil {
 		return nil, err
 	}
 	idx := exposure.NewIndex()
@@ -66,12 +78,12 @@ func mustOSVServer(tb testing.TB) *Server {
 	return s
 }
 
-// readOSVRecords reads every record of osvData: JSON files, and PyPA's
-// YAML.
+// readOSVRecords reads every record of osvData and osvUnfixed: JSON
+// files, and PyPA's YAML.
 func readOSVRecords(tb testing.TB) []*osvschema.Vulnerability {
 	tb.Helper()
 	var out []*osvschema.Vulnerability
-	err := filepath.WalkDir(osvData, func(path string, d fs.DirEntry, err error) error {
+	walk := func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
@@ -98,9 +110,11 @@ func readOSVRecords(tb testing.TB) []*osvschema.Vulnerability {
 		}
 		out = append(out, &v)
 		return nil
-	})
-	if err != nil {
-		tb.Fatal(err)
+	}
+	for _, dir := range []string{osvData, osvUnfixed} {
+		if err := filepath.WalkDir(dir, walk); err != nil {
+			tb.Fatal(err)
+		}
 	}
 	return out
 }
@@ -135,7 +149,8 @@ type osvCase struct {
 // affectedByOSV is the OSV schema's rule for a version and the ranges of
 // a package: affected when a range's events, in order, put it at or above
 // an introduced version and below the next fixed one, or at or below the
-// next last_affected one.
+// next last_affected one, or at or above the last introduced one when no
+// event follows it.
 func affectedByOSV(t *testing.T, eco, v string, ranges []osvCase) bool {
 	t.Helper()
 	cmp := func(a, b string) int {
@@ -166,17 +181,57 @@ func affectedByOSV(t *testing.T, eco, v string, ranges []osvCase) bool {
 				introduced = ""
 			}
 		}
+		if introduced != "" && cmp(v, introduced) >= 0 {
+			return true
+		}
 	}
 	return false
+}
+
+// dotted matches a version of numbers and dots only, which nextVersion and
+// prevVersion can step.
+var dotted = regexp.MustCompile(`^[0-9]+(\.[0-9]+)*$`)
+
+// nextVersion returns a version just above v (its last number plus one:
+// 21.2.0 → 21.2.1), "" when v is not dotted numbers.
+func nextVersion(v string) string {
+	if !dotted.MatchString(v) {
+		return ""
+	}
+	parts := strings.Split(v, ".")
+	n, _ := strconv.Atoi(parts[len(parts)-1])
+	parts[len(parts)-1] = strconv.Itoa(n + 1)
+	return strings.Join(parts, ".")
+}
+
+// prevVersion returns a version just below v (1.3.0 → 1.2.999), "" when v
+// is not dotted numbers or is all zeros.
+func prevVersion(v string) string {
+	if !dotted.MatchString(v) {
+		return ""
+	}
+	parts := strings.Split(v, ".")
+	for i := len(parts) - 1; i >= 0; i-- {
+		if n, _ := strconv.Atoi(parts[i]); n > 0 {
+			parts[i] = strconv.Itoa(n - 1)
+			for j := i + 1; j < len(parts); j++ {
+				parts[j] = "999"
+			}
+			return strings.Join(parts, ".")
+		}
+	}
+	return ""
 }
 
 // TestOSVQueryRealRecords asks the OSV API, for every range of every real
 // OSV record, about each fixed version (not affected, unless another range
 // holds it), the version just below it (the greatest version the record
-// lists as affected below the fix, else the introducing version: affected)
-// and every introducing version, and compares the answer with the OSV
-// schema's rule over every range of every record of the same CVE and
-// package: introduced, fixed and multiple ranges.
+// lists as affected below the fix, else the introducing version: affected),
+// every introducing version and the version just below it, and every
+// last_affected version and the version just above it, and compares the
+// answer with the OSV schema's rule over every range of every record of
+// the same CVE and package: introduced, fixed, last_affected, ranges that
+// do not end, and multiple ranges.
 func TestOSVQueryRealRecords(t *testing.T) {
 	srv := mustOSVServer(t)
 	type key struct{ cve, eco, name string }
@@ -223,6 +278,7 @@ func TestOSVQueryRealRecords(t *testing.T) {
 				case ev.GetIntroduced() != "":
 					introduced = ev.GetIntroduced()
 					add(introduced, "introduced")
+					add(prevVersion(introduced), "just below introduced "+introduced)
 				case ev.GetFixed() != "":
 					fixed := ev.GetFixed()
 					add(fixed, "fixed")
@@ -238,6 +294,7 @@ func TestOSVQueryRealRecords(t *testing.T) {
 					introduced = ""
 				case ev.GetLastAffected() != "":
 					add(ev.GetLastAffected(), "last_affected")
+					add(nextVersion(ev.GetLastAffected()), "just above last_affected "+ev.GetLastAffected())
 				}
 			}
 		}
@@ -245,32 +302,27 @@ func TestOSVQueryRealRecords(t *testing.T) {
 	if len(probes) < 100 {
 		t.Fatalf("only %d versions to ask about: is %s complete?", len(probes), osvData)
 	}
+	// Asked as OSV.dev's Go client asks, which follows each query's
+	// next_page_token.
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	c := osvdev.DefaultClient()
+	c.BaseHostURL = hs.URL + OSVBasePath
 	var affected, notAffected int
 	for start := 0; start < len(probes); start += MaxOSVBatch {
 		batch := probes[start:min(start+MaxOSVBatch, len(probes))]
-		var body struct {
-			Queries []map[string]any `json:"queries"`
-		}
+		var queries []*api.Query
 		for _, p := range batch {
-			body.Queries = append(body.Queries, map[string]any{
-				"package": map[string]string{"ecosystem": p.eco, "name": p.name}, "version": p.version})
+			queries = append(queries, &api.Query{Package: &osvschema.Package{Ecosystem: p.eco, Name: p.name},
+				Param: &api.Query_Version{Version: p.version}})
 		}
-		b, _ := json.Marshal(body)
-		rec := httpServe(srv, "POST", OSVBasePath+"/v1/querybatch", string(b))
-		if rec.Code != http.StatusOK {
-			t.Fatalf("querybatch: %d %s", rec.Code, rec.Body)
-		}
-		var got struct {
-			Results []struct {
-				Vulns []struct{ ID string } `json:"vulns"`
-			} `json:"results"`
-		}
-		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || len(got.Results) != len(batch) {
-			t.Fatalf("querybatch answer: %v, %d results for %d queries", err, len(got.Results), len(batch))
+		got, err := osvdevexperimental.BatchQueryPaging(context.Background(), c, queries)
+		if err != nil || len(got.GetResults()) != len(batch) {
+			t.Fatalf("querybatch: %v, %d results for %d queries", err, len(got.GetResults()), len(batch))
 		}
 		for i, p := range batch {
 			want := affectedByOSV(t, p.eco, p.version, ranges[p.key])
-			gotAffected := slices.ContainsFunc(got.Results[i].Vulns, func(v struct{ ID string }) bool { return v.ID == p.cve })
+			gotAffected := slices.ContainsFunc(got.GetResults()[i].GetVulns(), func(v *osvschema.Vulnerability) bool { return v.GetId() == p.cve })
 			if want {
 				affected++
 			} else {

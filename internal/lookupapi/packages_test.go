@@ -7,14 +7,21 @@ import (
 	"fmt"
 	"mime/multipart"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/ossf/osv-schema/bindings/go/osvschema"
+	"google.golang.org/protobuf/encoding/protojson"
+	"osv.dev/bindings/go/api"
+	"osv.dev/bindings/go/osvdev"
+	"osv.dev/bindings/go/osvdevexperimental"
 
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/exposure"
+	"github.com/patchline/patchline/internal/sbom"
 )
 
 // pkgRecord is a CVE of one package with a fix per source: each fix is
@@ -277,6 +284,64 @@ func TestOSVQueryPages(t *testing.T) {
 	code, _, body = query(`{"package":{"ecosystem":"npm","name":"left-pad"},"version":"2.0.0"}`)
 	if code != 200 || strings.TrimSpace(body) != "{}" {
 		t.Errorf("a fixed version: %d %s, want 200 {}", code, body)
+	}
+}
+
+// TestOSVQueryBatchPages asks a batch about ten packages of 700 CVEs each:
+// the first queries answer 1,000 ids a page until the batch has answered
+// 3,000, then 5, each with the token of the rest, as OSV.dev pages; OSV.dev's
+// Go client follows the tokens to every id of every query.
+func TestOSVQueryBatchPages(t *testing.T) {
+	const packages, perPackage = 10, 700
+	var recs []*cve.Record
+	var queries []*api.Query
+	for p := range packages {
+		name := fmt.Sprintf("package-%d", p)
+		for i := range perPackage {
+			recs = append(recs, pkgRecord(fmt.Sprintf("CVE-2024-%d", 10000+p*perPackage+i), "npm", name, "GHSA 2.0.0"))
+		}
+		queries = append(queries, &api.Query{Package: &osvschema.Package{Ecosystem: "npm", Name: name},
+			Param: &api.Query_Version{Version: "1.0.0"}})
+	}
+	a := newPackagesTest(t, false, recs...)
+	body, _ := protojson.Marshal(&api.BatchQuery{Queries: queries})
+	rec := httpServe(a.srv, "POST", OSVBasePath+"/v1/querybatch", string(body))
+	var first api.BatchVulnerabilityList
+	if err := protojson.Unmarshal(rec.Body.Bytes(), &first); rec.Code != 200 || err != nil {
+		t.Fatalf("querybatch: %d %v", rec.Code, err)
+	}
+	// 700, 700, 700, 700, then 201 (the batch passes 3,000), then 5.
+	want := []int{700, 700, 700, 700, 201, 5, 5, 5, 5, 5}
+	for i, r := range first.GetResults() {
+		if n, tok := len(r.GetVulns()), r.GetNextPageToken(); n != want[i] || (tok != "") != (n < perPackage) {
+			t.Errorf("result %d: %d ids, token %q; want %d ids and a token when fewer than %d", i, n, tok, want[i], perPackage)
+		}
+	}
+
+	// A token past the last page answers nothing more.
+	past := pageToken(querySum(sbom.Package{Ecosystem: "npm", Name: "package-0", Version: "1.0.0"}), 5000)
+	rec = httpServe(a.srv, "POST", OSVBasePath+"/v1/querybatch",
+		`{"queries":[{"package":{"ecosystem":"npm","name":"package-0"},"version":"1.0.0","page_token":"`+past+`"}]}`)
+	if rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != `{"results":[{}]}` {
+		t.Errorf("a token past the end: %d %s", rec.Code, rec.Body)
+	}
+
+	hs := httptest.NewServer(a.srv)
+	defer hs.Close()
+	c := osvdev.DefaultClient()
+	c.BaseHostURL = hs.URL + OSVBasePath
+	all, err := osvdevexperimental.BatchQueryPaging(context.Background(), c, queries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range all.GetResults() {
+		seen := map[string]bool{}
+		for _, v := range r.GetVulns() {
+			seen[v.GetId()] = true
+		}
+		if len(seen) != perPackage || len(r.GetVulns()) != perPackage || r.GetNextPageToken() != "" {
+			t.Errorf("query %d after paging: %d ids (%d distinct), token %q; want %d", i, len(r.GetVulns()), len(seen), r.GetNextPageToken(), perPackage)
+		}
 	}
 }
 

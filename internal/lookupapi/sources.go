@@ -129,6 +129,9 @@ func (s *Server) front(r *http.Request) (*frontView, error) {
 		k := kevView{R: rec}
 		for _, p := range rec.Remediation.Products {
 			for _, a := range p.Atoms {
+				if !a.HasFix() {
+					continue
+				}
 				if len(k.Fixes) == fixesShown {
 					k.More++
 					continue

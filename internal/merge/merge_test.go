@@ -141,6 +141,56 @@ func TestRemediationOrderAndProvenance(t *testing.T) {
 	}
 }
 
+// TestRemediationWithoutFix keeps the ranges affected with no fix known,
+// after the fixes of their product, each range once, and says that a fix
+// is available only when an atom names one.
+func TestRemediationWithoutFix(t *testing.T) {
+	rng := func(s string) *string { return &s }
+	unfixed := []cve.ProductAtom{
+		{Ecosystem: "PyPI", Product: "gunicorn", Atom: cve.Atom{AffectedRange: rng("<= 21.2.0"), Source: "GitHub Advisory Database"}},
+		{Ecosystem: "PyPI", Product: "gunicorn", Atom: cve.Atom{AffectedRange: rng("<= 21.2.0"), Source: "GitHub Advisory Database"}},
+		{Ecosystem: "PyPI", Product: "gunicorn", Atom: cve.Atom{AffectedRange: rng(">= 23.0"), Source: "GitHub Advisory Database"}},
+		{Ecosystem: "PyPI", Product: "gunicorn", Atom: cve.Atom{Source: "GitHub Advisory Database"}}, // says nothing
+	}
+	for _, tc := range []struct {
+		name      string
+		atoms     []cve.ProductAtom
+		want      []string
+		available bool
+	}{
+		{"no fix", unfixed, []string{" <= 21.2.0", " >= 23.0"}, false},
+		{"a fix beside", append([]cve.ProductAtom{
+			{Ecosystem: "PyPI", Product: "gunicorn", Atom: cve.Atom{FixedVersion: "22.0.0", AffectedRange: rng(">= 22.0, < 22.0.0"), Source: "GitHub Advisory Database"}},
+		}, unfixed...), []string{"22.0.0 >= 22.0, < 22.0.0", " <= 21.2.0", " >= 23.0"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			facts := []cve.Facts{{Feed: "osv", Doc: "GHSA-w3h3-4rj7-4ph4", Source: ghsaSrc, Atoms: tc.atoms}}
+			rec, ok := Record("CVE-2024-1135", facts, Options{Now: *date("2026-11-21T00:00:00Z")})
+			if !ok {
+				t.Fatal("no record")
+			}
+			var got []string
+			for _, p := range rec.Remediation.Products {
+				for _, a := range p.Atoms {
+					got = append(got, a.FixedVersion+" "+*a.AffectedRange)
+					if a.Unparsed || (!a.HasFix() && a.EOL != nil) {
+						t.Errorf("atom %+v: unparsed or end of life without a fix", a)
+					}
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("atoms (-want +got):\n%s", diff)
+			}
+			if rec.Remediation.Available != tc.available {
+				t.Errorf("remediation.available = %v, want %v", rec.Remediation.Available, tc.available)
+			}
+			if s := cve.Summarize(rec); s.HasRemediation != tc.available {
+				t.Errorf("summary hasRemediation = %v, want %v", s.HasRemediation, tc.available)
+			}
+		})
+	}
+}
+
 func TestRejectedKeepsOnlyTheRejection(t *testing.T) {
 	rec, ok := Record("CVE-2019-25161", []cve.Facts{
 		{Feed: "cvelist", Source: cvelistSrc, State: cve.StateRejected, RejectedReason: "duplicate", Published: date("2024-02-27T00:00:00Z")},

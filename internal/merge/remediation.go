@@ -105,12 +105,14 @@ type atomEntry struct {
 	ver version.Version
 }
 
-// atomKey is what makes two atoms of a record the same.
+// atomKey is what makes two atoms of a record the same: the fix, or for
+// an atom without one, the affected range.
 type atomKey struct {
 	eco, product, fixed, source string
 	advisory                    string
 	hasAdvisory                 bool
 	kb                          string
+	unfixedRange                string
 }
 
 func keyOf(e *atomEntry) atomKey {
@@ -118,7 +120,23 @@ func keyOf(e *atomEntry) atomKey {
 	if e.atom.AdvisoryID != nil {
 		k.advisory, k.hasAdvisory = *e.atom.AdvisoryID, true
 	}
+	if !e.atom.HasFix() {
+		k.unfixedRange = *e.atom.AffectedRange
+	}
 	return k
+}
+
+// rank places the atoms of a product: fixed versions that parse, then
+// those that do not (they cannot be placed in order), then the affected
+// ranges without a fix.
+func rank(e *atomEntry) int {
+	switch {
+	case !e.atom.HasFix():
+		return 2
+	case e.atom.Unparsed:
+		return 1
+	}
+	return 0
 }
 
 // orderFixed orders the entries of one ecosystem by fixed version as
@@ -141,11 +159,19 @@ func (m *merger) remediation(facts []cve.Facts, opt Options) {
 	today := opt.Now.UTC().Format("2006-01-02")
 	var entries []atomEntry
 	seen := map[atomKey]bool{}
-	annotated := false
+	annotated, fixed := false, false
 	for _, f := range facts {
 		for _, pa := range f.Atoms {
 			a := pa.Atom
-			if strings.TrimSpace(a.FixedVersion) == "" || pa.Ecosystem == "" || pa.Product == "" {
+			if strings.TrimSpace(a.FixedVersion) == "" {
+				// Affected versions without a fix: kept when they say
+				// which versions.
+				if a.AffectedRange == nil || strings.TrimSpace(*a.AffectedRange) == "" {
+					continue
+				}
+				a.FixedVersion, a.EOL, a.KB = "", nil, ""
+			}
+			if pa.Ecosystem == "" || pa.Product == "" {
 				continue
 			}
 			if a.Source == "" {
@@ -154,7 +180,7 @@ func (m *merger) remediation(facts []cve.Facts, opt Options) {
 			if a.License == "" {
 				a.License = f.Source.License
 			}
-			if a.EOL == nil {
+			if a.EOL == nil && a.HasFix() {
 				a.EOL = eolOf(opt.Lifecycles, pa.Ecosystem, today)
 				annotated = annotated || a.EOL != nil
 			}
@@ -164,9 +190,14 @@ func (m *merger) remediation(facts []cve.Facts, opt Options) {
 				continue
 			}
 			seen[k] = true
-			var err error
-			e.ver, err = version.Parse(pa.Ecosystem, a.FixedVersion)
-			e.atom.Unparsed = err != nil
+			if a.HasFix() {
+				var err error
+				e.ver, err = version.Parse(pa.Ecosystem, a.FixedVersion)
+				e.atom.Unparsed = err != nil
+				fixed = true
+			} else {
+				e.atom.Unparsed = false
+			}
 			entries = append(entries, e)
 			m.use(f.Source, "remediation")
 		}
@@ -202,12 +233,8 @@ func (m *merger) remediation(facts []cve.Facts, opt Options) {
 	})
 	for _, g := range groups {
 		slices.SortStableFunc(g.entries, func(a, b atomEntry) int {
-			// Unparsed versions last: they cannot be placed in order.
-			if a.atom.Unparsed != b.atom.Unparsed {
-				if a.atom.Unparsed {
-					return 1
-				}
-				return -1
+			if c := cmp.Compare(rank(&a), rank(&b)); c != 0 || rank(&a) == 2 {
+				return cmp.Or(c, strings.Compare(*a.atom.AffectedRange, *b.atom.AffectedRange), cmp.Compare(a.auth, b.auth))
 			}
 			return cmp.Or(orderFixed(&a, &b), cmp.Compare(a.auth, b.auth))
 		})
@@ -217,7 +244,7 @@ func (m *merger) remediation(facts []cve.Facts, opt Options) {
 		}
 		m.rec.Remediation.Products = append(m.rec.Remediation.Products, p)
 	}
-	m.rec.Remediation.Available = true
+	m.rec.Remediation.Available = fixed
 }
 
 // compareEcosystems orders ecosystem names with their releases in numeric

@@ -189,8 +189,8 @@ func Time(s string) *time.Time {
 }
 
 // CheckFacts fails the test for facts that no parser may emit: a CVE id
-// that is not canonical, or an atom without ecosystem, product, fixed
-// version, source or license.
+// that is not canonical, or an atom without ecosystem, product, source or
+// license, or with neither a fixed version nor an affected range.
 func CheckFacts(tb testing.TB, facts []*cve.Facts) {
 	tb.Helper()
 	for _, f := range facts {
@@ -198,7 +198,7 @@ func CheckFacts(tb testing.TB, facts []*cve.Facts) {
 			tb.Fatalf("facts with CVE id %q, which is not canonical", f.CVEID)
 		}
 		for _, a := range f.Atoms {
-			if strings.TrimSpace(a.Ecosystem) == "" || strings.TrimSpace(a.Product) == "" || strings.TrimSpace(a.FixedVersion) == "" ||
+			if strings.TrimSpace(a.Ecosystem) == "" || strings.TrimSpace(a.Product) == "" || (strings.TrimSpace(a.FixedVersion) == "" && strings.TrimSpace(deref(a.AffectedRange)) == "") ||
 				a.Source == "" || a.License == "" {
 				tb.Fatalf("%s: incomplete atom %+v", f.CVEID, a)
 			}
@@ -312,4 +312,11 @@ func CheckCanceled(t *testing.T, p feed.Parser, name string, data []byte) {
 	if got := len(r.Received) + len(r.Lifecycles); !errors.Is(err, context.Canceled) || got != 0 {
 		t.Errorf("%s: err = %v after %d calls of the sink; want context.Canceled before any", name, err, got)
 	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

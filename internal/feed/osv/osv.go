@@ -9,7 +9,8 @@
 // database ("osv:GHSA", "osv:Go", "osv:PyPA", "osv:RustSec",
 // "osv:AlmaLinux" ..., known by the id prefix, else by the ecosystem) under
 // the database's license, with an atom per fixed version of each affected
-// package. A withdrawn record gives no facts.
+// package and one per range of versions affected with no fix known. A
+// withdrawn record gives no facts.
 //
 // A record names its CVEs in its id (CVE-…, or DEBIAN-CVE-… and the like),
 // in aliases, or, for databases such as AlmaLinux whose records are errata,
@@ -368,10 +369,12 @@ func references(refs []*osvschema.Reference) []cve.Reference {
 	return out
 }
 
-// atoms returns an atom per fixed event of the ECOSYSTEM and SEMVER ranges
-// of each affected package. A range that ends in last_affected has no fix
-// and gives no atom; GIT ranges name commits, not versions one can
-// install, and are passed over; limit events do not bound a fix.
+// atoms returns the atoms of the ECOSYSTEM and SEMVER ranges of each
+// affected package: one per fixed event, with the versions it closes, and
+// one without a fixed version for the versions affected with no fix known,
+// those of a range that ends in last_affected or limit, or that does not
+// end (from its last introduced version on). GIT ranges name commits, not
+// versions one can install, and are passed over.
 func atoms(v *osvschema.Vulnerability, db database, link string) []cve.ProductAtom {
 	id := v.GetId()
 	var out []cve.ProductAtom
@@ -381,49 +384,66 @@ func atoms(v *osvschema.Vulnerability, db database, link string) []cve.ProductAt
 		if eco == "" || product == "" {
 			continue
 		}
+		add := func(fixed, rng string) {
+			out = append(out, cve.ProductAtom{
+				Ecosystem: eco,
+				Product:   product,
+				Atom: cve.Atom{
+					FixedVersion:  fixed,
+					AffectedRange: &rng,
+					AdvisoryID:    &id,
+					SourceURL:     &link,
+					Source:        db.title,
+					License:       db.license,
+					Unparsed:      fixed != "" && !version.Valid(eco, fixed),
+				},
+			})
+		}
 		for _, rg := range a.GetRanges() {
 			if t := rg.GetType(); t != osvschema.Range_ECOSYSTEM && t != osvschema.Range_SEMVER {
 				continue
 			}
-			introduced := ""
+			introduced, open := "", false
 			for _, ev := range rg.GetEvents() {
 				switch {
 				case ev.GetIntroduced() != "":
-					introduced = ev.GetIntroduced()
+					introduced, open = strings.TrimSpace(ev.GetIntroduced()), true
 				case ev.GetFixed() != "":
 					fixed := strings.TrimSpace(ev.GetFixed())
-					rng := affectedRange(introduced, fixed)
-					out = append(out, cve.ProductAtom{
-						Ecosystem: eco,
-						Product:   product,
-						Atom: cve.Atom{
-							FixedVersion:  fixed,
-							AffectedRange: &rng,
-							AdvisoryID:    &id,
-							SourceURL:     &link,
-							Source:        db.title,
-							License:       db.license,
-							Unparsed:      !version.Valid(eco, fixed),
-						},
-					})
-					introduced = ""
-				case ev.GetLastAffected() != "":
-					introduced = ""
+					add(fixed, affectedRange(introduced, "< "+fixed))
+					introduced, open = "", false
+				case ev.GetLastAffected() != "" && open:
+					add("", affectedRange(introduced, "<= "+strings.TrimSpace(ev.GetLastAffected())))
+					introduced, open = "", false
+				case ev.GetLimit() != "" && open:
+					add("", affectedRange(introduced, "< "+strings.TrimSpace(ev.GetLimit())))
+					introduced, open = "", false
 				}
+			}
+			if open {
+				add("", affectedRange(introduced, ""))
 			}
 		}
 	}
 	return feed.SortAtoms(out, func(a cve.ProductAtom) string { return deref(a.AffectedRange) })
 }
 
-// affectedRange writes the versions a fix closes: "< 1.56.3" from the
-// start, ">= 1.57.0, < 1.57.1" from an introducing version.
-func affectedRange(introduced, fixed string) string {
+// affectedRange writes the versions from an introducing version up to
+// an upper bound ("< 1.56.3", "<= 1.4.7", or "" for none): "< 1.56.3"
+// from the start, ">= 1.57.0, < 1.57.1" from an introducing version,
+// ">= 1.2.0" from a version on, "*" for every version.
+func affectedRange(introduced, upper string) string {
 	switch introduced {
 	case "", "0", "0.0.0-0":
-		return "< " + fixed
+		if upper == "" {
+			return "*"
+		}
+		return upper
 	}
-	return ">= " + introduced + ", < " + fixed
+	if upper == "" {
+		return ">= " + introduced
+	}
+	return ">= " + introduced + ", " + upper
 }
 
 func deref(s *string) string {

@@ -2,7 +2,9 @@ package osv
 
 import (
 	"context"
+	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -252,6 +254,58 @@ func TestParseAllSamples(t *testing.T) {
 	}
 }
 
+// TestParseUnfixed reads the real records of testdata (see its
+// SOURCE.md), whose ranges end in last_affected or do not end: each gives
+// an atom without fixed version whose range holds the versions affected
+// with no fix known, beside the atoms of its fixed events.
+func TestParseUnfixed(t *testing.T) {
+	const (
+		ghsa = "GitHub Advisory Database"
+		goDB = "Go Vulnerability Database"
+	)
+	tests := []struct {
+		file string
+		want map[string][]cve.ProductAtom // by CVE
+	}{
+		{"ghsa/GHSA-w3h3-4rj7-4ph4.json", map[string][]cve.ProductAtom{"CVE-2024-1135": {
+			atom("PyPI", "gunicorn", "", "<= 21.2.0", "GHSA-w3h3-4rj7-4ph4", ghsa, "CC-BY-4.0"),
+		}}},
+		{"ghsa/GHSA-p8p7-x288-28g6.json", map[string][]cve.ProductAtom{"CVE-2023-28155": {
+			atom("npm", "@cypress/request", "", "<= 2.88.11", "GHSA-p8p7-x288-28g6", ghsa, "CC-BY-4.0"),
+			atom("npm", "request", "", "<= 2.88.2", "GHSA-p8p7-x288-28g6", ghsa, "CC-BY-4.0"),
+		}}},
+		{"go/GO-2022-0646.json", map[string][]cve.ProductAtom{"CVE-2020-8911": {
+			atom("Go", "github.com/aws/aws-sdk-go", "", "*", "GO-2022-0646", goDB, "CC-BY-4.0"),
+		}}},
+		{"go/GO-2022-0357.json", map[string][]cve.ProductAtom{"CVE-2022-24730": {
+			atom("Go", "github.com/argoproj/argo-cd", "", ">= 1.3.0", "GO-2022-0357", goDB, "CC-BY-4.0"),
+			atom("Go", "github.com/argoproj/argo-cd/v2", "2.1.11", "< 2.1.11", "GO-2022-0357", goDB, "CC-BY-4.0"),
+			atom("Go", "github.com/argoproj/argo-cd/v2", "2.2.6", ">= 2.2.0, < 2.2.6", "GO-2022-0357", goDB, "CC-BY-4.0"),
+			atom("Go", "github.com/argoproj/argo-cd/v2", "2.3.0", ">= 2.3.0-rc1, < 2.3.0", "GO-2022-0357", goDB, "CC-BY-4.0"),
+		}}},
+		{"go/GO-2026-4281.json", map[string][]cve.ProductAtom{"CVE-2025-62877": {
+			atom("Go", "github.com/harvester/harvester-installer", "", ">= 1.5.0", "GO-2026-4281", goDB, "CC-BY-4.0"),
+			atom("Go", "github.com/harvester/harvester-installer", "", ">= 1.6.0", "GO-2026-4281", goDB, "CC-BY-4.0"),
+		}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join("testdata", tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := mustParse(t, path.Base(tt.file), data)
+			got := map[string][]cve.ProductAtom{}
+			for _, f := range r.Received {
+				got[f.CVEID] = f.Atoms
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("atoms (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestParseInline(t *testing.T) {
 	tests := []struct {
 		name        string
@@ -275,6 +329,23 @@ func TestParseInline(t *testing.T) {
 				Modified: feedtest.Time("2023-01-01T00:00:00Z"),
 				Atoms: []cve.ProductAtom{
 					atom("npm", "left-pad", "2.0.1", ">= 2.0.0, < 2.0.1", "GHSA-w3h3-4rj7-4ph4", "GitHub Advisory Database", "CC-BY-4.0"),
+					atom("npm", "left-pad", "", "<= 1.3.0", "GHSA-w3h3-4rj7-4ph4", "GitHub Advisory Database", "CC-BY-4.0"),
+				},
+			}},
+		},
+		{
+			name: "limit closes a range without fix",
+			file: "GHSA-0000-0000-0001.json",
+			data: `{"id":"GHSA-0000-0000-0001","aliases":["CVE-2023-0002"],
+				"affected":[{"package":{"ecosystem":"npm","name":"left-pad"},
+				"ranges":[{"type":"SEMVER","events":[{"introduced":"1.0.0"},{"limit":"1.5.0"}]}]}]}`,
+			want: []*cve.Facts{{
+				CVEID:  "CVE-2023-0002",
+				Feed:   "osv",
+				Doc:    "GHSA-0000-0000-0001",
+				Source: cve.DataSource{Name: "osv:GHSA", License: "CC-BY-4.0", URL: feedtest.Ptr(advisoryURL + "GHSA-0000-0000-0001")},
+				Atoms: []cve.ProductAtom{
+					atom("npm", "left-pad", "", ">= 1.0.0, < 1.5.0", "GHSA-0000-0000-0001", "GitHub Advisory Database", "CC-BY-4.0"),
 				},
 			}},
 		},
