@@ -237,7 +237,7 @@ func (rb *rebuild) install(ctx context.Context) error {
 	}()
 	rb.live.Rollback()
 	rb.live = nil
-	d.recordBody.Close()
+	d.bodies.close()
 	d.db.Close()
 	err := swap(ctx, live, build)
 	inUse := errors.Is(err, errInUse)
@@ -249,7 +249,7 @@ func (rb *rebuild) install(ctx context.Context) error {
 		// d is left unusable: its handles are closed.
 		return errors.Join(err, oerr)
 	}
-	d.db, d.recordBody = db.db, db.recordBody
+	d.db, d.bodies = db.db, db.bodies
 	if err != nil || !inUse {
 		return err
 	}
