@@ -158,6 +158,31 @@ func (r *bodyReader) read(ctx context.Context, key int64) (id string, body []byt
 	return id, body, found, err
 }
 
+// readAll reads the records of keys, in one read transaction when there
+// are several, and hands each found to fn.
+func (r *bodyReader) readAll(ctx context.Context, keys []int64, fn func(key int64, id string, body []byte)) error {
+	if len(keys) > 1 {
+		if _, err := r.conn.ExecContext(ctx, `BEGIN`); err != nil {
+			return err
+		}
+	}
+	for _, key := range keys {
+		id, body, found, err := r.read(ctx, key)
+		if err != nil {
+			return err // the caller closes the connection, and the transaction with it
+		}
+		if found {
+			fn(key, id, body)
+		}
+	}
+	if len(keys) > 1 {
+		if _, err := r.conn.ExecContext(ctx, `COMMIT`); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (r *bodyReader) close() {
 	r.conn.Raw(func(any) error { return r.stmt.Close() })
 	r.conn.Close()

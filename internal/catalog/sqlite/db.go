@@ -135,7 +135,8 @@ func (d *DB) RecordsJSON(ctx context.Context, ids []string) (map[string][]byte, 
 }
 
 // readBodies reads the records of keys on one body reader and hands each
-// found to fn, with its stored id.
+// found to fn, with its stored id. Several keys are read in one read
+// transaction, so that they all come from the same commit.
 func (d *DB) readBodies(ctx context.Context, keys []int64, fn func(key int64, id string, body []byte)) error {
 	if len(keys) == 0 {
 		return nil
@@ -144,18 +145,9 @@ func (d *DB) readBodies(ctx context.Context, keys []int64, fn func(key int64, id
 	if err != nil {
 		return err
 	}
-	for _, key := range keys {
-		id, body, found, err := r.read(ctx, key)
-		if err != nil {
-			d.bodies.put(r, true)
-			return err
-		}
-		if found {
-			fn(key, id, body)
-		}
-	}
-	d.bodies.put(r, false)
-	return nil
+	err = r.readAll(ctx, keys, fn)
+	d.bodies.put(r, err != nil)
+	return err
 }
 
 // Walk implements cve.Catalog. It reads the summary index when it is up
