@@ -318,7 +318,11 @@ func cveMain(args []string) {
 		float64(len(bulk.resp))/1e6, float64(ra.bytes)/1e6/ra.elapsed.Seconds(), float64(rb.bytes)/1e6/rb.elapsed.Seconds(),
 		100*float64(ra.bytes)/ra.elapsed.Seconds()/(float64(rb.bytes)/rb.elapsed.Seconds()))
 	if *pid > 0 {
-		fmt.Printf("serve RSS after the runs: %s, peak %s\n", procStatus(*pid, "VmRSS"), procStatus(*pid, "VmHWM"))
+		// RssAnon is the server's own memory; RssFile the pages of the
+		// files it maps (its binary, SQLite's WAL index), page cache the
+		// kernel may take back.
+		fmt.Printf("serve RSS after the runs: %s, peak %s (own memory %s, mapped files %s)\n",
+			procStatus(*pid, "VmRSS"), procStatus(*pid, "VmHWM"), procStatus(*pid, "RssAnon"), procStatus(*pid, "RssFile"))
 	}
 }
 

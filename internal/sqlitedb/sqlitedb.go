@@ -32,6 +32,9 @@ type DB struct {
 	// watch asks for the data version (nil for a database opened with
 	// OpenBuild).
 	watch *versionWatch
+	// readDSN opens read-only connections (empty for a database opened
+	// with OpenBuild).
+	readDSN string
 }
 
 // PathOf returns the file path of a DSN that names a SQLite database (a
@@ -93,7 +96,7 @@ func Open(ctx context.Context, path string, migrations fs.FS) (*DB, error) {
 	watch.SetMaxOpenConns(1)
 	watch.SetMaxIdleConns(1)
 	watch.SetConnMaxIdleTime(0)
-	db := &DB{Write: write, Read: read, Path: path, watch: newVersionWatch(watch)}
+	db := &DB{Write: write, Read: read, Path: path, watch: newVersionWatch(watch), readDSN: base + "&mode=ro"}
 	if err := db.migrate(ctx, migrations); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("migrate %s: %w", path, err)
@@ -134,6 +137,23 @@ func OpenBuild(ctx context.Context, path string, migrations fs.FS, cacheKiB int)
 		return nil, fmt.Errorf("migrate %s: %w", path, err)
 	}
 	return db, nil
+}
+
+// OpenReaders opens a pool of n read-only connections beside Read, each
+// with a page cache of cacheKiB KiB, for a caller that keeps statements of
+// its own prepared on them. The caller closes it.
+func (db *DB) OpenReaders(n, cacheKiB int) (*sql.DB, error) {
+	if db.readDSN == "" {
+		return nil, fmt.Errorf("%s has no readers: it is being built", db.Path)
+	}
+	r, err := sql.Open("sqlite", fmt.Sprintf("%s&_pragma=cache_size(-%d)", db.readDSN, cacheKiB))
+	if err != nil {
+		return nil, err
+	}
+	r.SetMaxOpenConns(n)
+	r.SetMaxIdleConns(n)
+	r.SetConnMaxIdleTime(0)
+	return r, nil
 }
 
 // DataVersion returns a number that changes whenever a transaction of any

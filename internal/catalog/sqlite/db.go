@@ -12,10 +12,8 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"errors"
 	"fmt"
 	"io/fs"
-	"strings"
 	"sync"
 
 	"github.com/patchline/patchline/internal/catalog"
@@ -34,8 +32,8 @@ type DB struct {
 	*catalog.SQLSyncStates
 	// SQLReads makes the reads both stores share.
 	*catalog.SQLReads
-	// recordBody is the hot read of the lookup API, prepared once.
-	recordBody *sql.Stmt
+	// bodies reads record bodies, the hot read of the lookup API.
+	bodies *bodyPool
 	// records holds the bodies read last.
 	records *recordCache
 	// summaries answers lists and walks from memory.
@@ -62,12 +60,12 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	if isFile(path) {
 		removeLeftovers(path)
 	}
-	stmt, err := db.Read.PrepareContext(ctx, `SELECT body FROM records WHERE key = ?`)
+	bodies, err := newBodyPool(db)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open catalog: %w", err)
 	}
-	d := &DB{db: db, recordBody: stmt, records: newRecordCache(RecordCacheBytes),
+	d := &DB{db: db, bodies: bodies, records: newRecordCache(RecordCacheBytes),
 		SQLSyncStates: &catalog.SQLSyncStates{Read: db.Read, Write: db.Write, Changed: db.Changed},
 		SQLReads:      &catalog.SQLReads{DB: db.Read}}
 	d.summaries = newSummaries(d)
@@ -77,7 +75,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 // Close closes the database.
 func (d *DB) Close() error {
 	d.summaries.close()
-	d.recordBody.Close()
+	d.bodies.close()
 	return d.db.Close()
 }
 
@@ -104,14 +102,17 @@ func (d *DB) RecordJSON(ctx context.Context, id string) ([]byte, error) {
 		return body, nil
 	}
 	var body []byte
-	err = d.recordBody.QueryRowContext(ctx, key).Scan(&body)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, errs.NotFoundf("%s is not in the catalog", id)
-	}
+	found := false
+	err = d.readBodies(ctx, []int64{key}, func(key int64, _ string, b []byte) {
+		body, found = b, true
+		d.records.put(key, version, b)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("read record %s: %w", id, err)
 	}
-	d.records.put(key, version, body)
+	if !found {
+		return nil, errs.NotFoundf("%s is not in the catalog", id)
+	}
 	return body, nil
 }
 
@@ -123,7 +124,7 @@ func (d *DB) RecordsJSON(ctx context.Context, ids []string) (map[string][]byte, 
 	if err != nil {
 		return nil, fmt.Errorf("read records: %w", err)
 	}
-	keys := make([]any, 0, len(ids))
+	keys := make([]int64, 0, len(ids))
 	for _, id := range ids {
 		k, ok := cve.Key(id)
 		if !ok {
@@ -135,26 +136,30 @@ func (d *DB) RecordsJSON(ctx context.Context, ids []string) (map[string][]byte, 
 		}
 		keys = append(keys, k)
 	}
-	if len(keys) == 0 {
-		return out, nil
-	}
-	q := `SELECT key, cve_id, body FROM records WHERE key IN (?` + strings.Repeat(",?", len(keys)-1) + `)`
-	rows, err := d.db.Read.QueryContext(ctx, q, keys...)
+	err = d.readBodies(ctx, keys, func(key int64, id string, body []byte) {
+		out[id] = body
+		d.records.put(key, version, body)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("read records: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var key int64
-		var id string
-		var body []byte
-		if err := rows.Scan(&key, &id, &body); err != nil {
-			return nil, err
-		}
-		out[id] = body
-		d.records.put(key, version, body)
+	return out, nil
+}
+
+// readBodies reads the records of keys on one body reader and hands each
+// found to fn, with its stored id. Several keys are read in one read
+// transaction, so that they all come from the same commit.
+func (d *DB) readBodies(ctx context.Context, keys []int64, fn func(key int64, id string, body []byte)) error {
+	if len(keys) == 0 {
+		return nil
 	}
-	return out, rows.Err()
+	r, err := d.bodies.get(ctx)
+	if err != nil {
+		return err
+	}
+	err = r.readAll(ctx, keys, fn)
+	d.bodies.put(r, err != nil)
+	return err
 }
 
 // Walk implements cve.Catalog. It reads the summary index when it is up

@@ -237,7 +237,7 @@ func (rb *rebuild) install(ctx context.Context) error {
 	}()
 	rb.live.Rollback()
 	rb.live = nil
-	d.recordBody.Close()
+	d.bodies.close()
 	d.db.Close()
 	err := swap(ctx, live, build)
 	inUse := errors.Is(err, errInUse)
@@ -249,7 +249,7 @@ func (rb *rebuild) install(ctx context.Context) error {
 		// d is left unusable: its handles are closed.
 		return errors.Join(err, oerr)
 	}
-	d.db, d.recordBody, d.SQLSyncStates, d.SQLReads = db.db, db.recordBody, db.SQLSyncStates, db.SQLReads
+	d.db, d.bodies, d.SQLSyncStates, d.SQLReads = db.db, db.bodies, db.SQLSyncStates, db.SQLReads
 	if err != nil || !inUse {
 		return err
 	}

@@ -13,29 +13,18 @@ import (
 )
 
 // Begin implements catalog.Store. The transaction holds SQLite's write lock
-// until Commit or Rollback; readers go on seeing the previous catalog.
+// until Commit or Rollback; readers go on seeing the previous catalog. The
+// write connection keeps its page cache of 64 MiB: dirty pages beyond it
+// are spilled to the WAL, which bounds the memory of an ingest that
+// rewrites every record (a cache holding the whole transaction took 1.2 GB
+// for 30,000 records; bench/RESULTS.md, 2026-11-25).
 func (d *DB) Begin(ctx context.Context) (catalog.Tx, error) {
-	// An ingest touches most of the catalog in one transaction: a page
-	// cache that holds it keeps SQLite from spilling dirty pages to the
-	// WAL and reading them back. The write connection is the only one, so
-	// the setting is put back when the transaction ends.
-	if _, err := d.db.Write.ExecContext(ctx, `PRAGMA cache_size = `+ingestCacheSize); err != nil {
-		return nil, fmt.Errorf("begin ingest: %w", err)
-	}
 	tx, err := d.db.Write.BeginTx(ctx, nil)
 	if err != nil {
-		d.db.Write.ExecContext(context.Background(), `PRAGMA cache_size = `+defaultCacheSize)
 		return nil, fmt.Errorf("begin ingest: %w", err)
 	}
 	return &tx_{SQLTx: &catalog.SQLTx{Tx: tx}, tx: tx, db: d.db.Write, stmts: map[string]*sql.Stmt{}, changed: func() { d.db.Changed() }}, nil
 }
-
-// Page cache sizes of the write connection (negative: KiB), during an
-// ingest and otherwise (as sqlitedb.Open sets it).
-const (
-	ingestCacheSize  = "-524288"
-	defaultCacheSize = "-65536"
-)
 
 type tx_ struct {
 	// SQLTx runs the statements both stores share.
@@ -72,7 +61,7 @@ func (t *tx_) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	return st, nil
 }
 
-// end closes the prepared statements and puts the page cache back.
+// end closes the prepared statements.
 func (t *tx_) end() {
 	if t.done {
 		return
@@ -80,9 +69,6 @@ func (t *tx_) end() {
 	t.done = true
 	for _, st := range t.stmts {
 		st.Close()
-	}
-	if t.rebuild == nil {
-		t.db.ExecContext(context.Background(), `PRAGMA cache_size = `+defaultCacheSize)
 	}
 }
 

@@ -1,0 +1,64 @@
+package sqlite
+
+import (
+	"context"
+	"math/rand/v2"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/patchline/patchline/internal/catalog/catalogtest"
+)
+
+// BenchmarkRecordJSON reads records by id from a catalog of 20,000 records
+// of 11 KB, the average size of the records of make bench: "hot" asks for
+// 200 ids again and again (the record cache holds them), "all" for every
+// id in random order (at 220 MB, most of them are not in the cache).
+func BenchmarkRecordJSON(b *testing.B) {
+	db := mustOpenListDB(b)
+	rows := catalogtest.GenRows(rand.New(rand.NewPCG(5, 6)), 20000)
+	pad := strings.Repeat("x", 11<<10)
+	for i := range rows {
+		rows[i].Body = []byte(`{"cveId":"` + rows[i].ID + `","pad":"` + pad + `"}`)
+	}
+	catalogtest.PutRows(b, db, rows)
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	for _, bb := range []struct {
+		name string
+		ids  []string
+	}{{"hot", ids[:200]}, {"all", ids}} {
+		b.Run(bb.name, func(b *testing.B) {
+			ctx := context.Background()
+			b.SetBytes(int64(len(rows[0].Body)))
+			cpu := cpuTime(b)
+			b.RunParallel(func(pb *testing.PB) {
+				i := rand.IntN(len(bb.ids))
+				for pb.Next() {
+					i = (i + 1) % len(bb.ids)
+					body, err := db.RecordJSON(ctx, bb.ids[i])
+					if err != nil || len(body) < len(pad) {
+						b.Errorf("RecordJSON(%s) = %d bytes, %v", bb.ids[i], len(body), err)
+						return
+					}
+				}
+			})
+			// The CPU time of a read depends less on what else the
+			// machine runs than its wall time does.
+			b.ReportMetric(float64((cpuTime(b)-cpu).Nanoseconds())/1000/float64(b.N), "cpu-µs/op")
+		})
+	}
+}
+
+// cpuTime returns the user and system CPU time of the process so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
