@@ -13,6 +13,12 @@
 // before the command starts (provisionally: the agent stopped while it
 // ran) and when it ends, and stays there until the server has it. While
 // the server cannot be reached the agent backs off exponentially.
+//
+// This file is long (about 800 lines) because it is the one protocol loop,
+// from enrollment through check-ins, the long poll and the worker to the
+// reports, whose parts share the Agent's state and are read in order; what
+// runs on the machine (System and its platforms), the State, the client
+// and the policies are in files of their own.
 package agent
 
 import (

@@ -3,6 +3,10 @@
 // PATCHLINE_TEST_POSTGRES names a server.
 //
 //	func TestCatalog(t *testing.T) { catalogtest.Run(t, mustOpenStore) }
+//
+// The suite's cases are one function each, here and in list.go, rows.go,
+// sources.go and sync.go; this file, over 600 lines, holds the cases of
+// records, facts and ingest transactions.
 package catalogtest
 
 import (

@@ -3,6 +3,10 @@
 // PATCHLINE_TEST_POSTGRES names a server.
 //
 //	func TestStore(t *testing.T) { controltest.Run(t, backend) }
+//
+// The suite's cases are one function each, in this file and in the files
+// named for the features they test (exposure, alerts, copy, replicas);
+// this file, over 600 lines, holds the cases of the store's core tables.
 package controltest
 
 import (

@@ -41,6 +41,10 @@
 // their name as the vendor writes it; Vendor products are prefixed with the
 // vendor's name ("Cisco IOS XE Software") unless the name already starts
 // with it.
+//
+// This file is long (about 900 lines) because the subset of the schema it
+// decodes and the rules that read each part of it are kept side by side:
+// the product tree, the statuses and the remediations are read together.
 package csaf
 
 import (
