@@ -79,22 +79,17 @@ func (s *Store) EnrollAgent(ctx context.Context, secretHash []byte, a *device.Ag
 // checked in since, it takes a's credential and a becomes that agent. Once
 // that agent has checked in, the enrollment id is spent.
 func (s *Store) enrollAgain(ctx context.Context, tx querier, secretID string, a *device.Agent) (bool, error) {
-	var id string
-	err := tx.QueryRow(ctx, `SELECT id FROM agents WHERE enrollment_id = ?`, a.EnrollmentID).Scan(&id)
+	prev, err := scanAgent(tx.QueryRow(ctx, `SELECT `+agentColumns+` FROM agents WHERE enrollment_id = ?`, a.EnrollmentID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	prev, err := findAgent(ctx, tx, id, "")
-	if err != nil {
-		return false, err
-	}
 	if prev.RemovedAt != nil || prev.EnrollSecretID != secretID || prev.Hostname != a.Hostname || !prev.LastSeenAt.Equal(prev.EnrolledAt) {
 		return false, errs.Conflictf("enrollment %s has already been answered: enroll with a new enrollment id", a.EnrollmentID)
 	}
-	if _, err := tx.Exec(ctx, `UPDATE agents SET credential_hash = ? WHERE id = ?`, a.CredentialHash, id); err != nil {
+	if _, err := tx.Exec(ctx, `UPDATE agents SET credential_hash = ? WHERE id = ?`, a.CredentialHash, prev.ID); err != nil {
 		return false, err
 	}
 	prev.CredentialHash, prev.EnrollmentID = a.CredentialHash, a.EnrollmentID
