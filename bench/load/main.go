@@ -293,15 +293,9 @@ func cveMain(args []string) {
 	coldReqs = capture(client, api, coldReqs)
 	recReqs = capture(client, api, recReqs)
 	batchReqs = capture(client, api, batchReqs)
-	// The OSV API's querybatch: 1,000 packages of the catalog's fixes each,
-	// at their fixed versions, once the server's package index is built.
-	waitForPackageIndex(client, *base)
-	osvReqs := capture(client, *base, querybatchRequests(rng, batchReqs, 20))
 
-	all := slices.Concat(recReqs, coldReqs, listReqs, batchReqs, bulkReqs, osvReqs)
-	b := startBare(all, "/api/v1")
+	b := startBare(slices.Concat(recReqs, coldReqs, listReqs, batchReqs, bulkReqs), "/api/v1")
 	bareAPI := b.addr + "/api/v1"
-
 	printHeader("lookup API")
 	mix := func(name string, reqs []*request, conns int, d time.Duration) (result, result) {
 		return interleaved(name, api, bareAPI, reqs, conns, d, *rounds, *seed)
@@ -310,20 +304,38 @@ func cveMain(args []string) {
 	mix(fmt.Sprintf("GET /cve/{id} (%d ids of the whole catalog)", len(coldReqs)), coldReqs, *conns, *dur)
 	mix(fmt.Sprintf("GET /cve?… limit=50 (%d queries)", len(listReqs)), listReqs, *queryConns, *dur)
 	mix("POST /cve/batch (100 ids)", batchReqs, *queryConns, *dur)
-	if len(osvReqs) > 0 {
-		interleaved("POST /osv/v1/querybatch (1,000 packages)", *base, b.addr, osvReqs, *queryConns, *dur, *rounds, *seed)
-	}
 	ra, rb := mix("GET /cve/bulk.jsonl", bulkReqs, 1, *dur)
+	// The serving memory of the lookup API proper, before the querybatch
+	// mix makes the server build its package index.
+	rss := rssLine(*pid, "after the lookup mixes")
+
+	// The OSV API's querybatch: 1,000 packages of the catalog's fixes each,
+	// at their fixed versions, once the server's package index is built.
+	waitForPackageIndex(client, *base)
+	osvReqs := capture(client, *base, querybatchRequests(rng, batchReqs, 20))
+	if len(osvReqs) > 0 {
+		ob := startBare(osvReqs, "")
+		interleaved("POST /osv/v1/querybatch (1,000 packages)", *base, ob.addr, osvReqs, *queryConns, *dur, *rounds, *seed)
+	}
 	fmt.Printf("\nbulk.jsonl: %.1f MB per stream; lookup API %.0f MB/s, bare handler %.0f MB/s (%.0f%%)\n",
 		float64(len(bulk.resp))/1e6, float64(ra.bytes)/1e6/ra.elapsed.Seconds(), float64(rb.bytes)/1e6/rb.elapsed.Seconds(),
 		100*float64(ra.bytes)/ra.elapsed.Seconds()/(float64(rb.bytes)/rb.elapsed.Seconds()))
-	if *pid > 0 {
-		// RssAnon is the server's own memory; RssFile the pages of the
-		// files it maps (its binary, SQLite's WAL index), page cache the
-		// kernel may take back.
-		fmt.Printf("serve RSS after the runs: %s, peak %s (own memory %s, mapped files %s)\n",
-			procStatus(*pid, "VmRSS"), procStatus(*pid, "VmHWM"), procStatus(*pid, "RssAnon"), procStatus(*pid, "RssFile"))
+	if rss != "" {
+		fmt.Println(rss)
+		fmt.Println(rssLine(*pid, "after the querybatch mix, with the package index"))
 	}
+}
+
+// rssLine returns a line with the memory of the server process pid
+// ("" for pid 0): RssAnon is its own memory; RssFile the pages of the
+// files it maps (its binary, SQLite's WAL index), page cache the kernel
+// may take back.
+func rssLine(pid int, when string) string {
+	if pid <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("serve RSS %s: %s, peak %s (own memory %s, mapped files %s)",
+		when, procStatus(pid, "VmRSS"), procStatus(pid, "VmHWM"), procStatus(pid, "RssAnon"), procStatus(pid, "RssFile"))
 }
 
 // osvEcosystems are the ecosystems whose fixes querybatchRequests asks
