@@ -4,7 +4,8 @@
 // over database/sql (see package postgres for the layout); this package
 // adds SQLite's dialect (FTS5 search) and its fast paths, each in its own
 // file: the summary index of lists and walks in memory (summaryindex.go),
-// the cache of record bodies (cache.go) and the rebuild of an empty
+// the store of record bodies beside the catalog file (bodystore.go), the
+// cache of those read from SQLite (cache.go) and the rebuild of an empty
 // catalog beside the live file (rebuild.go).
 package sqlite
 
@@ -18,7 +19,6 @@ import (
 
 	"github.com/patchline/patchline/internal/catalog"
 	"github.com/patchline/patchline/internal/cve"
-	"github.com/patchline/patchline/internal/errs"
 	"github.com/patchline/patchline/internal/sqlitedb"
 )
 
@@ -34,8 +34,10 @@ type DB struct {
 	*catalog.SQLReads
 	// bodies reads record bodies, the hot read of the lookup API.
 	bodies *bodyPool
-	// records holds the bodies read last.
+	// records holds the bodies read last, when they come from SQLite.
 	records *recordCache
+	// files is the body store beside the catalog file.
+	files *bodyFiles
 	// summaries answers lists and walks from memory.
 	summaries *summaries
 
@@ -65,7 +67,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("open catalog: %w", err)
 	}
-	d := &DB{db: db, bodies: bodies, records: newRecordCache(RecordCacheBytes),
+	d := &DB{db: db, bodies: bodies, records: newRecordCache(RecordCacheBytes), files: newBodyFiles(path),
 		SQLSyncStates: &catalog.SQLSyncStates{Read: db.Read, Write: db.Write, Changed: db.Changed},
 		SQLReads:      &catalog.SQLReads{DB: db.Read}}
 	d.summaries = newSummaries(d)
@@ -75,6 +77,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 // Close closes the database.
 func (d *DB) Close() error {
 	d.summaries.close()
+	d.files.close()
 	d.bodies.close()
 	return d.db.Close()
 }
@@ -87,63 +90,42 @@ func (d *DB) Record(ctx context.Context, id string) (*cve.Record, error) {
 	return catalog.RecordFromJSON(ctx, d, id)
 }
 
-// RecordJSON implements cve.Catalog. A body read since the catalog last
-// changed comes from memory.
+// RecordJSON implements cve.Catalog.
 func (d *DB) RecordJSON(ctx context.Context, id string) ([]byte, error) {
-	key, err := catalog.RecordKey(id)
-	if err != nil {
-		return nil, err
-	}
-	version, err := d.db.DataVersion(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("read record %s: %w", id, err)
-	}
-	if body, ok := d.records.get(key, version); ok {
-		return body, nil
-	}
-	var body []byte
-	found := false
-	err = d.readBodies(ctx, []int64{key}, func(key int64, _ string, b []byte) {
-		body, found = b, true
-		d.records.put(key, version, b)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read record %s: %w", id, err)
-	}
-	if !found {
-		return nil, errs.NotFoundf("%s is not in the catalog", id)
-	}
-	return body, nil
+	return catalog.ReadRecordJSON(ctx, d, id)
 }
 
-// RecordsJSON implements cve.Catalog. Like RecordJSON, it reads from the
-// database only the bodies memory does not hold.
+// RecordsJSON implements cve.Catalog.
 func (d *DB) RecordsJSON(ctx context.Context, ids []string) (map[string][]byte, error) {
-	out := make(map[string][]byte, len(ids))
+	return catalog.ReadRecordsJSON(ctx, d, ids)
+}
+
+// ReadBodies implements catalog.BodyReader: from the body store when it
+// holds the catalog as it is, else from memory and SQLite.
+func (d *DB) ReadBodies(ctx context.Context, keys []int64, fn func(key int64, body []byte)) error {
 	version, err := d.db.DataVersion(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read records: %w", err)
+		return err
 	}
-	keys := make([]int64, 0, len(ids))
-	for _, id := range ids {
-		k, ok := cve.Key(id)
-		if !ok {
-			continue
+	if st := d.files.at(ctx, version, d.generation); st != nil {
+		err := readStore(st, keys, fn)
+		if err == nil {
+			return nil
 		}
+		d.files.damaged(st, err)
+	}
+	missed := make([]int64, 0, len(keys))
+	for _, k := range keys {
 		if body, ok := d.records.get(k, version); ok {
-			out[id] = body
+			fn(k, body)
 			continue
 		}
-		keys = append(keys, k)
+		missed = append(missed, k)
 	}
-	err = d.readBodies(ctx, keys, func(key int64, id string, body []byte) {
-		out[id] = body
+	return d.readBodies(ctx, missed, func(key int64, _ string, body []byte) {
+		fn(key, body)
 		d.records.put(key, version, body)
 	})
-	if err != nil {
-		return nil, fmt.Errorf("read records: %w", err)
-	}
-	return out, nil
 }
 
 // readBodies reads the records of keys on one body reader and hands each
