@@ -1,6 +1,7 @@
 package lookupapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"sync"
@@ -36,7 +37,10 @@ func (s *Server) getRecord(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	body, err := s.catalog.RecordJSON(r.Context(), id)
+	body, bodyBuf, err := s.recordJSON(r, id)
+	if bodyBuf != nil {
+		defer putBuf(bodyBuf)
+	}
 	if err != nil {
 		return err
 	}
@@ -49,6 +53,27 @@ func (s *Server) getRecord(w http.ResponseWriter, r *http.Request) error {
 	*buf = out
 	writeCacheable(w, r, "application/json", cacheRecord, out)
 	return nil
+}
+
+// recordAppender is a catalog that appends a record's body to a buffer of
+// the caller's, sparing the allocation of RecordJSON's body.
+type recordAppender interface {
+	AppendRecordJSON(ctx context.Context, dst []byte, id string) ([]byte, error)
+}
+
+// recordJSON returns the stored body of id's record: in a pooled buffer,
+// which the caller puts back once done with body, when the catalog can
+// read into one.
+func (s *Server) recordJSON(r *http.Request, id string) (body []byte, buf *[]byte, err error) {
+	a, ok := s.catalog.(recordAppender)
+	if !ok {
+		body, err = s.catalog.RecordJSON(r.Context(), id)
+		return body, nil, err
+	}
+	buf = getBuf()
+	body, err = a.AppendRecordJSON(r.Context(), (*buf)[:0], id)
+	*buf = body
+	return body, buf, err
 }
 
 // getOSV answers GET /cve/{id}/osv: the record as an OSV document.

@@ -151,27 +151,25 @@ func (s *Store) MemoryBytes() int { return cap(s.keys)*8 + cap(s.locs)*16 }
 // DiskBytes is the size of the store's segment files.
 func (s *Store) DiskBytes() int64 { return s.disk }
 
-// Read returns the body of key, in dst if it is large enough; found is
-// false when the store has no record of key. A body that is not as written
-// is ErrCorrupt.
-func (s *Store) Read(key int64, dst []byte) (body []byte, found bool, err error) {
+// Read appends the body of key to dst; found is false when the store has
+// no record of key. A body that is not as written is ErrCorrupt.
+func (s *Store) Read(key int64, dst []byte) (out []byte, found bool, err error) {
 	i, ok := slices.BinarySearch(s.keys, key)
 	if !ok {
-		return nil, false, nil
+		return dst, false, nil
 	}
 	l := s.locs[i]
-	if int(l.n) > cap(dst) {
-		dst = make([]byte, l.n)
-	}
-	dst = dst[:l.n]
+	n := len(dst)
+	out = slices.Grow(dst, int(l.n))[:n+int(l.n)]
+	body := out[n:]
 	f := s.files[l.at>>offsetBits]
-	if _, err := f.ReadAt(dst, int64(l.at&(1<<offsetBits-1))); err != nil {
-		return nil, false, fmt.Errorf("read body %d: %w", key, err)
+	if _, err := f.ReadAt(body, int64(l.at&(1<<offsetBits-1))); err != nil {
+		return dst, false, fmt.Errorf("read body %d: %w", key, err)
 	}
-	if crc32.Checksum(dst, castagnoli) != l.sum {
-		return nil, false, fmt.Errorf("body %d: checksum: %w", key, ErrCorrupt)
+	if crc32.Checksum(body, castagnoli) != l.sum {
+		return dst, false, fmt.Errorf("body %d: checksum: %w", key, ErrCorrupt)
 	}
-	return dst, true, nil
+	return out, true, nil
 }
 
 // Close closes the segment files. Reads in flight may fail.

@@ -238,16 +238,19 @@ func TestDamage(t *testing.T) {
 	}
 }
 
-func TestReadIntoBuffer(t *testing.T) {
+func TestReadAppends(t *testing.T) {
 	dir := t.TempDir()
 	if err := WriteBase(dir, 1, fillMap([]int64{1}, map[int64][]byte{1: body(1, 0)})); err != nil {
 		t.Fatal(err)
 	}
 	s := mustOpen(t, dir)
-	buf := make([]byte, 0, 64)
+	buf := append(make([]byte, 0, 64), "head:"...)
 	b, ok, err := s.Read(1, buf)
-	if err != nil || !ok || string(b) != string(body(1, 0)) || &b[0] != &buf[:1][0] {
-		t.Errorf("Read into a large enough buffer = %q, %v, %v (its own buffer: %v)", b, ok, err, &b[0] != &buf[:1][0])
+	if err != nil || !ok || string(b) != "head:"+string(body(1, 0)) || &b[0] != &buf[0] {
+		t.Errorf("Read into a large enough buffer = %q, %v, %v (in that buffer: %v)", b, ok, err, &b[0] == &buf[0])
+	}
+	if b, ok, err := s.Read(2, buf); ok || err != nil || string(b) != "head:" {
+		t.Errorf("Read of a key not stored = %q, %v, %v", b, ok, err)
 	}
 	if s.MemoryBytes() == 0 || s.DiskBytes() == 0 {
 		t.Errorf("MemoryBytes %d, DiskBytes %d", s.MemoryBytes(), s.DiskBytes())

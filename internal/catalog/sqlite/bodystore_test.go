@@ -35,10 +35,17 @@ func wantBodies(t *testing.T, d *DB, rows []catalog.Row, gone ...string) {
 		if err != nil || string(got) != string(r.Body) {
 			t.Errorf("RecordJSON(%s) = %s, %v; want %s", r.ID, got, err, r.Body)
 		}
+		got, err = d.AppendRecordJSON(ctx, []byte("x"), r.ID)
+		if err != nil || string(got) != "x"+string(r.Body) {
+			t.Errorf("AppendRecordJSON(x, %s) = %s, %v; want x%s", r.ID, got, err, r.Body)
+		}
 	}
 	for _, id := range gone {
 		if got, err := d.RecordJSON(ctx, id); !errors.Is(err, errs.ErrNotFound) {
 			t.Errorf("RecordJSON(%s) of a deleted record = %s, %v; want not found", id, got, err)
+		}
+		if got, err := d.AppendRecordJSON(ctx, nil, id); !errors.Is(err, errs.ErrNotFound) {
+			t.Errorf("AppendRecordJSON(%s) of a deleted record = %s, %v; want not found", id, got, err)
 		}
 	}
 	ids := make([]string, len(rows))

@@ -19,6 +19,7 @@ import (
 
 	"github.com/patchline/patchline/internal/catalog"
 	"github.com/patchline/patchline/internal/cve"
+	"github.com/patchline/patchline/internal/errs"
 	"github.com/patchline/patchline/internal/sqlitedb"
 )
 
@@ -93,6 +94,31 @@ func (d *DB) Record(ctx context.Context, id string) (*cve.Record, error) {
 // RecordJSON implements cve.Catalog.
 func (d *DB) RecordJSON(ctx context.Context, id string) ([]byte, error) {
 	return catalog.ReadRecordJSON(ctx, d, id)
+}
+
+// AppendRecordJSON is RecordJSON appending the body to dst: a body of the
+// body store is read into dst, with no allocation of its own.
+func (d *DB) AppendRecordJSON(ctx context.Context, dst []byte, id string) ([]byte, error) {
+	key, err := catalog.RecordKey(id)
+	if err != nil {
+		return dst, err
+	}
+	version, err := d.db.DataVersion(ctx)
+	if err != nil {
+		return dst, fmt.Errorf("read record %s: %w", id, err)
+	}
+	if st := d.files.at(ctx, version, d.generation); st != nil {
+		out, found, err := st.Read(key, dst)
+		switch {
+		case err == nil && found:
+			return out, nil
+		case err == nil:
+			return dst, errs.NotFoundf("%s is not in the catalog", id)
+		}
+		d.files.damaged(st, err)
+	}
+	body, err := d.RecordJSON(ctx, id)
+	return append(dst, body...), err
 }
 
 // RecordsJSON implements cve.Catalog.
