@@ -2,8 +2,10 @@ package lookupapi
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -23,6 +25,54 @@ func (c *appendingCatalog) AppendRecordJSON(_ context.Context, dst []byte, id st
 		return dst, errs.NotFoundf("%s is not in the catalog", id)
 	}
 	return append(dst, b...), nil
+}
+
+func (c *appendingCatalog) EachRecordJSON(_ context.Context, ids []string, fn func(id string, body []byte) error) error {
+	buf := make([]byte, 0, 16)
+	for _, id := range ids {
+		b, ok := c.bodies[id]
+		if !ok {
+			continue
+		}
+		buf = append(buf[:0], b...) // one buffer, overwritten by the next body
+		if err := fn(id, buf); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestBatchVisited answers a batch from EachRecordJSON, whose bodies are
+// only valid during each call: every record is its own, in request order.
+func TestBatchVisited(t *testing.T) {
+	cat := &appendingCatalog{fakeCatalog: &fakeCatalog{}, bodies: map[string]string{
+		"CVE-2024-0001": `{"cveId":"CVE-2024-0001","n":1}`,
+		"CVE-2024-0002": `{"cveId":"CVE-2024-0002","n":2}`,
+	}}
+	srv, err := New(Config{Catalog: cat, PublicURL: "https://cve.example.org/api/v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	srv.ServeHTTP(w, httptest.NewRequest("POST", "/api/v1/cve/batch",
+		strings.NewReader(`{"ids":["CVE-2024-0002","bad","CVE-2024-0009","CVE-2024-0001","CVE-2024-0002"]}`)))
+	var got struct {
+		Results []struct {
+			CVEID string `json:"cveId"`
+			N     int    `json:"n"`
+		} `json:"results"`
+		NotFound []string `json:"notFound"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != http.StatusOK {
+		t.Fatalf("batch = %d %s: %v", w.Code, w.Body, err)
+	}
+	if len(got.Results) != 2 || got.Results[0].CVEID != "CVE-2024-0002" || got.Results[0].N != 2 ||
+		got.Results[1].CVEID != "CVE-2024-0001" || got.Results[1].N != 1 {
+		t.Errorf("results %+v, want CVE-2024-0002 (2) then CVE-2024-0001 (1)", got.Results)
+	}
+	if want := []string{"bad", "CVE-2024-0009"}; !slices.Equal(got.NotFound, want) {
+		t.Errorf("notFound %v, want %v", got.NotFound, want)
+	}
 }
 
 // TestGetRecordAppended reads records through AppendRecordJSON, one after

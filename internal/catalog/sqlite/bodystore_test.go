@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -60,6 +61,21 @@ func wantBodies(t *testing.T, d *DB, rows []catalog.Row, gone ...string) {
 		if string(got[r.ID]) != string(r.Body) {
 			t.Errorf("RecordsJSON[%s] = %s, want %s", r.ID, got[r.ID], r.Body)
 		}
+	}
+	// EachRecordJSON, in the order asked (backwards here), the unknown
+	// ids passed over.
+	var want, each []string
+	asked := append(slices.Clone(gone), "CVE-bad")
+	for i := len(rows) - 1; i >= 0; i-- {
+		asked = append(asked, rows[i].ID)
+		want = append(want, rows[i].ID+" "+string(rows[i].Body))
+	}
+	err = d.EachRecordJSON(ctx, asked, func(id string, body []byte) error {
+		each = append(each, id+" "+string(body))
+		return nil
+	})
+	if err != nil || !slices.Equal(each, want) {
+		t.Errorf("EachRecordJSON = %d bodies, %v; want %d in the order asked", len(each), err, len(want))
 	}
 }
 

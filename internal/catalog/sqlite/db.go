@@ -121,6 +121,69 @@ func (d *DB) AppendRecordJSON(ctx context.Context, dst []byte, id string) ([]byt
 	return append(dst, body...), err
 }
 
+// EachRecordJSON calls fn with the body of each of ids that the catalog
+// holds, in the order of ids, all read from one commit; body is valid
+// during the call only. The bodies of the body store are read in turn into
+// one buffer, with no allocation of their own. An error of fn ends the
+// walk and is returned.
+func (d *DB) EachRecordJSON(ctx context.Context, ids []string, fn func(id string, body []byte) error) error {
+	version, err := d.db.DataVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("read records: %w", err)
+	}
+	if st := d.files.at(ctx, version, d.generation); st != nil {
+		buf := getBody()
+		defer putBody(buf)
+		for i, id := range ids {
+			k, ok := cve.Key(id)
+			if !ok {
+				continue
+			}
+			b, found, err := st.Read(k, (*buf)[:0])
+			if err != nil {
+				// The rest from SQLite: a damaged store is never read.
+				d.files.damaged(st, err)
+				return d.eachRecordJSON(ctx, ids[i:], fn)
+			}
+			*buf = b
+			if found {
+				if err := fn(id, b); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return d.eachRecordJSON(ctx, ids, fn)
+}
+
+// eachRecordJSON is EachRecordJSON over RecordsJSON.
+func (d *DB) eachRecordJSON(ctx context.Context, ids []string, fn func(id string, body []byte) error) error {
+	found, err := d.RecordsJSON(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if b, ok := found[id]; ok {
+			if err := fn(id, b); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// bodyBufs holds the buffers EachRecordJSON reads into.
+var bodyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+func getBody() *[]byte { return bodyBufs.Get().(*[]byte) }
+
+func putBody(b *[]byte) {
+	if cap(*b) <= 1<<20 { // keep no outsized buffer
+		bodyBufs.Put(b)
+	}
+}
+
 // RecordsJSON implements cve.Catalog.
 func (d *DB) RecordsJSON(ctx context.Context, ids []string) (map[string][]byte, error) {
 	return catalog.ReadRecordsJSON(ctx, d, ids)
