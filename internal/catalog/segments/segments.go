@@ -10,10 +10,13 @@
 // (a newer segment's entry, or tombstone, wins over an older one's); when
 // the deltas would outgrow a quarter of the base, or number maxSegments,
 // the writer writes a new base of every record instead. Every file is
-// written to a temporary name, synced and renamed, and the manifest last:
-// a reader sees the old store or the new one. A missing manifest, a
-// segment of the wrong size, a bad footer or index checksum fail Open; a
-// body whose checksum does not match fails its Read with ErrCorrupt.
+// written to a temporary name and renamed, the manifest last: a reader
+// sees the old store or the new one. The files are not synced, as the
+// catalog's own commits are not (SQLite's synchronous=NORMAL in WAL mode):
+// what a crash may leave half written, the checks find. A missing
+// manifest, a segment of the wrong size, a bad footer or index checksum
+// fail Open; a body whose checksum does not match fails its Read with
+// ErrCorrupt, and the caller reads the catalog instead.
 package segments
 
 import (

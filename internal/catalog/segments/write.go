@@ -111,9 +111,6 @@ func writeSegment(dir string, gen int64, fill func(put Put) error) (segInfo, err
 	if err == nil {
 		err = w.finish()
 	}
-	if err == nil {
-		err = f.Sync()
-	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -182,7 +179,7 @@ func (w *segWriter) finish() error {
 	return w.w.Flush()
 }
 
-// writeManifest puts m in place in dir: written apart, synced, renamed.
+// writeManifest puts m in place in dir: written apart, then renamed.
 func writeManifest(dir string, m manifest) error {
 	b, err := json.Marshal(m)
 	if err != nil {
@@ -194,9 +191,6 @@ func writeManifest(dir string, m manifest) error {
 		return err
 	}
 	_, err = f.Write(append(b, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -207,7 +201,6 @@ func writeManifest(dir string, m manifest) error {
 		os.Remove(tmp)
 		return err
 	}
-	syncDir(dir)
 	return nil
 }
 
@@ -237,13 +230,5 @@ func removeUnlisted(dir string, m manifest) {
 		case filepath.Ext(name) == segmentExt && !listed[name]:
 			os.Remove(filepath.Join(dir, name))
 		}
-	}
-}
-
-// syncDir writes a directory's entries to disk.
-func syncDir(dir string) {
-	if f, err := os.Open(dir); err == nil {
-		f.Sync()
-		f.Close()
 	}
 }
