@@ -35,7 +35,7 @@ type DB struct {
 	*catalog.SQLReads
 	// bodies reads record bodies, the hot read of the lookup API.
 	bodies *bodyPool
-	// records holds the bodies read last, when they come from SQLite.
+	// records holds the bodies RecordJSON and RecordsJSON read last.
 	records *recordCache
 	// files is the body store beside the catalog file.
 	files *bodyFiles
@@ -189,19 +189,13 @@ func (d *DB) RecordsJSON(ctx context.Context, ids []string) (map[string][]byte, 
 	return catalog.ReadRecordsJSON(ctx, d, ids)
 }
 
-// ReadBodies implements catalog.BodyReader: from the body store when it
-// holds the catalog as it is, else from memory and SQLite.
+// ReadBodies implements catalog.BodyReader: from the record cache, then
+// from the body store when it holds the catalog as it is, else from SQLite.
+// Each body is one fn may keep, which the cache keeps too.
 func (d *DB) ReadBodies(ctx context.Context, keys []int64, fn func(key int64, body []byte)) error {
 	version, err := d.db.DataVersion(ctx)
 	if err != nil {
 		return err
-	}
-	if st := d.files.at(ctx, version, d.generation); st != nil {
-		err := readStore(st, keys, fn)
-		if err == nil {
-			return nil
-		}
-		d.files.damaged(st, err)
 	}
 	missed := make([]int64, 0, len(keys))
 	for _, k := range keys {
@@ -211,10 +205,18 @@ func (d *DB) ReadBodies(ctx context.Context, keys []int64, fn func(key int64, bo
 		}
 		missed = append(missed, k)
 	}
-	return d.readBodies(ctx, missed, func(key int64, _ string, body []byte) {
+	found := func(key int64, body []byte) {
 		fn(key, body)
 		d.records.put(key, version, body)
-	})
+	}
+	if st := d.files.at(ctx, version, d.generation); st != nil {
+		err := readStore(st, missed, found)
+		if err == nil {
+			return nil
+		}
+		d.files.damaged(st, err)
+	}
+	return d.readBodies(ctx, missed, func(key int64, _ string, body []byte) { found(key, body) })
 }
 
 // readBodies reads the records of keys on one body reader and hands each
