@@ -9,7 +9,7 @@
 // rates is logged; the table gives the median ratio, the load average
 // before and after the mix, and the latencies of the median round.
 //
-//	load cve -url http://127.0.0.1:PORT -conns 64 -duration 10s -rounds 3 -pid PID
+//	load cve -url http://127.0.0.1:PORT -conns 64 -duration 10s -rounds 3 -pid PID [-mixes all,batch]
 //	load peer -url http://127.0.0.1:PORT -paths FILE -conns 64 -duration 10s -rounds 3
 //	load checkins -metrics http://127.0.0.1:PORT/metrics -agents 6000 -duration 20s
 //	load fleet -control http://127.0.0.1:P1,http://127.0.0.1:P2 -key KEY -dsn postgres://… -agents 10000 -commands 1000
@@ -233,9 +233,19 @@ func cveMain(args []string) {
 	rounds := fs.Int("rounds", 3, "rounds of each side, alternating")
 	pid := fs.Int("pid", 0, "process id of the server, for its RSS")
 	seed := fs.Uint64("seed", 1, "seed of the request mixes")
+	only := fs.String("mixes", "hot,all,list,batch,querybatch,bulk", "the mixes to run, comma-separated: hot and all (GET by id over 2,000 ids and over the whole catalog), list, batch, querybatch, bulk")
 	fs.Parse(args)
 	if u, err := url.Parse(*base); err != nil || (u.Hostname() != "127.0.0.1" && u.Hostname() != "localhost") {
 		log.Fatalf("-url %q: want a 127.0.0.1 address", *base)
+	}
+	want := map[string]bool{}
+	for _, m := range strings.Split(*only, ",") {
+		switch m = strings.TrimSpace(m); m {
+		case "hot", "all", "list", "batch", "querybatch", "bulk":
+			want[m] = true
+		default:
+			log.Fatalf("-mixes: unknown mix %q", m)
+		}
 	}
 	api := *base + "/api/v1"
 	client := newClient(*conns)
@@ -260,7 +270,11 @@ func cveMain(args []string) {
 	for range 20000 {
 		coldReqs = append(coldReqs, &request{method: "GET", path: "/cve/" + ids[rng.IntN(len(ids))]})
 	}
-	for _, q := range listQueries(rng, 150) {
+	queries := listQueries(rng, 150)
+	if !want["list"] {
+		queries = nil
+	}
+	for _, q := range queries {
 		// Each query, then two pages further by its cursor.
 		path := "/cve?" + q
 		for page := 0; page < 3 && path != ""; page++ {
@@ -290,9 +304,25 @@ func cveMain(args []string) {
 		body, _ := json.Marshal(b)
 		batchReqs = append(batchReqs, &request{method: "POST", path: "/cve/batch", body: body})
 	}
-	coldReqs = capture(client, api, coldReqs)
-	recReqs = capture(client, api, recReqs)
-	batchReqs = capture(client, api, batchReqs)
+	// The batches are captured for the batch mix and for the querybatch
+	// mix, which asks for the packages of their records.
+	if want["batch"] || want["querybatch"] {
+		batchReqs = capture(client, api, batchReqs)
+	}
+	querybatchFrom := batchReqs
+	if !want["batch"] {
+		batchReqs = nil
+	}
+	if want["all"] {
+		coldReqs = capture(client, api, coldReqs)
+	} else {
+		coldReqs = nil
+	}
+	if want["hot"] {
+		recReqs = capture(client, api, recReqs)
+	} else {
+		recReqs = nil
+	}
 
 	b := startBare(slices.Concat(recReqs, coldReqs, listReqs, batchReqs, bulkReqs), "/api/v1")
 	bareAPI := b.addr + "/api/v1"
@@ -300,29 +330,45 @@ func cveMain(args []string) {
 	mix := func(name string, reqs []*request, conns int, d time.Duration) (result, result) {
 		return interleaved(name, api, bareAPI, reqs, conns, d, *rounds, *seed)
 	}
-	mix(fmt.Sprintf("GET /cve/{id} (%d ids)", len(recReqs)), recReqs, *conns, *dur)
-	mix(fmt.Sprintf("GET /cve/{id} (%d ids of the whole catalog)", len(coldReqs)), coldReqs, *conns, *dur)
-	mix(fmt.Sprintf("GET /cve?… limit=50 (%d queries)", len(listReqs)), listReqs, *queryConns, *dur)
-	mix("POST /cve/batch (100 ids)", batchReqs, *queryConns, *dur)
-	ra, rb := mix("GET /cve/bulk.jsonl", bulkReqs, 1, *dur)
+	if want["hot"] {
+		mix(fmt.Sprintf("GET /cve/{id} (%d ids)", len(recReqs)), recReqs, *conns, *dur)
+	}
+	if want["all"] {
+		mix(fmt.Sprintf("GET /cve/{id} (%d ids of the whole catalog)", len(coldReqs)), coldReqs, *conns, *dur)
+	}
+	if len(listReqs) > 0 {
+		mix(fmt.Sprintf("GET /cve?… limit=50 (%d queries)", len(listReqs)), listReqs, *queryConns, *dur)
+	}
+	if want["batch"] {
+		mix("POST /cve/batch (100 ids)", batchReqs, *queryConns, *dur)
+	}
+	var bulkLine string
+	if want["bulk"] {
+		ra, rb := mix("GET /cve/bulk.jsonl", bulkReqs, 1, *dur)
+		bulkLine = fmt.Sprintf("bulk.jsonl: %.1f MB per stream; lookup API %.0f MB/s, bare handler %.0f MB/s (%.0f%%)",
+			float64(len(bulk.resp))/1e6, float64(ra.bytes)/1e6/ra.elapsed.Seconds(), float64(rb.bytes)/1e6/rb.elapsed.Seconds(),
+			100*float64(ra.bytes)/ra.elapsed.Seconds()/(float64(rb.bytes)/rb.elapsed.Seconds()))
+	}
 	// The serving memory of the lookup API proper, before the querybatch
 	// mix makes the server build its package index.
-	rss := rssLine(*pid, "after the lookup mixes")
+	rss := []string{rssLine(*pid, "after the lookup mixes")}
 
 	// The OSV API's querybatch: 1,000 packages of the catalog's fixes each,
 	// at their fixed versions, once the server's package index is built.
-	waitForPackageIndex(client, *base)
-	osvReqs := capture(client, *base, querybatchRequests(rng, batchReqs, 20))
-	if len(osvReqs) > 0 {
-		ob := startBare(osvReqs, "")
-		interleaved("POST /osv/v1/querybatch (1,000 packages)", *base, ob.addr, osvReqs, *queryConns, *dur, *rounds, *seed)
+	if want["querybatch"] {
+		waitForPackageIndex(client, *base)
+		osvReqs := capture(client, *base, querybatchRequests(rng, querybatchFrom, 20))
+		if len(osvReqs) > 0 {
+			ob := startBare(osvReqs, "")
+			interleaved("POST /osv/v1/querybatch (1,000 packages)", *base, ob.addr, osvReqs, *queryConns, *dur, *rounds, *seed)
+			rss = append(rss, rssLine(*pid, "after the querybatch mix, with the package index"))
+		}
 	}
-	fmt.Printf("\nbulk.jsonl: %.1f MB per stream; lookup API %.0f MB/s, bare handler %.0f MB/s (%.0f%%)\n",
-		float64(len(bulk.resp))/1e6, float64(ra.bytes)/1e6/ra.elapsed.Seconds(), float64(rb.bytes)/1e6/rb.elapsed.Seconds(),
-		100*float64(ra.bytes)/ra.elapsed.Seconds()/(float64(rb.bytes)/rb.elapsed.Seconds()))
-	if rss != "" {
-		fmt.Println(rss)
-		fmt.Println(rssLine(*pid, "after the querybatch mix, with the package index"))
+	if bulkLine != "" {
+		fmt.Println("\n" + bulkLine)
+	}
+	if *pid > 0 {
+		fmt.Println(strings.Join(rss, "\n"))
 	}
 }
 

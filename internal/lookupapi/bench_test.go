@@ -54,6 +54,55 @@ func BenchmarkGetRecord(b *testing.B) {
 	})
 }
 
+// BenchmarkBatch measures POST /api/v1/cve/batch of 100 ids without the
+// store, with the real chain: the request's decoding, the records' _links
+// and the encoding of the answer, about 100 records of typical size.
+func BenchmarkBatch(b *testing.B) {
+	body := benchRecord(b)
+	var req struct {
+		IDs []string `json:"ids"`
+	}
+	bodies := map[string][]byte{}
+	for i := range MaxBatch {
+		id := fmt.Sprintf("CVE-2024-%d", 10000+i)
+		req.IDs = append(req.IDs, id)
+		bodies[id] = body
+	}
+	payload, err := json.Marshal(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cat := &fakeCatalog{RecordsJSONFn: func(_ context.Context, ids []string) (map[string][]byte, error) {
+		out := make(map[string][]byte, len(ids))
+		for _, id := range ids {
+			out[id] = bodies[id]
+		}
+		return out, nil
+	}}
+	srv, err := New(Config{
+		Catalog:   cat,
+		PublicURL: "https://cve.example.org/api/v1",
+		Limiter:   ratelimit.NewLocal(ratelimit.Rate{N: 1 << 30, Period: time.Minute}),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		w := &discardWriter{h: http.Header{}}
+		for pb.Next() {
+			clear(w.h)
+			w.status = 0
+			r := httptest.NewRequest("POST", "/api/v1/cve/batch", bytes.NewReader(payload))
+			srv.ServeHTTP(w, r)
+			if w.status != http.StatusOK {
+				b.Errorf("status %d", w.status)
+				return
+			}
+		}
+	})
+}
+
 func BenchmarkBareHandler(b *testing.B) {
 	body := benchRecord(b)
 	out := append(body[:len(body)-1:len(body)-1], `,"_links":{"self":"https://cve.example.org/api/v1/cve/CVE-2021-44228","html":"https://cve.example.org/cve/CVE-2021-44228"}}`...)

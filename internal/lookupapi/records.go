@@ -1,6 +1,7 @@
 package lookupapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"sync"
@@ -36,7 +37,10 @@ func (s *Server) getRecord(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	body, err := s.catalog.RecordJSON(r.Context(), id)
+	body, bodyBuf, err := s.recordJSON(r, id)
+	if bodyBuf != nil {
+		defer putBuf(bodyBuf)
+	}
 	if err != nil {
 		return err
 	}
@@ -48,6 +52,54 @@ func (s *Server) getRecord(w http.ResponseWriter, r *http.Request) error {
 	}
 	*buf = out
 	writeCacheable(w, r, "application/json", cacheRecord, out)
+	return nil
+}
+
+// recordAppender is a catalog that appends a record's body to a buffer of
+// the caller's, sparing the allocation of RecordJSON's body.
+type recordAppender interface {
+	AppendRecordJSON(ctx context.Context, dst []byte, id string) ([]byte, error)
+}
+
+// recordJSON returns the stored body of id's record: in a pooled buffer,
+// which the caller puts back once done with body, when the catalog can
+// read into one.
+func (s *Server) recordJSON(r *http.Request, id string) (body []byte, buf *[]byte, err error) {
+	a, ok := s.catalog.(recordAppender)
+	if !ok {
+		body, err = s.catalog.RecordJSON(r.Context(), id)
+		return body, nil, err
+	}
+	buf = getBuf()
+	body, err = a.AppendRecordJSON(r.Context(), (*buf)[:0], id)
+	*buf = body
+	return body, buf, err
+}
+
+// recordVisitor is a catalog that hands the bodies of several records to
+// a function in turn, in the order of their ids, sparing the allocation of
+// RecordsJSON's bodies.
+type recordVisitor interface {
+	EachRecordJSON(ctx context.Context, ids []string, fn func(id string, body []byte) error) error
+}
+
+// eachRecordJSON calls fn with the body of each of ids that the catalog
+// holds, in the order of ids, all from one commit; fn keeps no body.
+func (s *Server) eachRecordJSON(r *http.Request, ids []string, fn func(id string, body []byte) error) error {
+	if v, ok := s.catalog.(recordVisitor); ok {
+		return v.EachRecordJSON(r.Context(), ids, fn)
+	}
+	found, err := s.catalog.RecordsJSON(r.Context(), ids)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if body, ok := found[id]; ok {
+			if err := fn(id, body); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 
@@ -129,26 +181,25 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) error {
 			order = append(order, entry{id, true})
 		}
 	}
-	found, err := s.catalog.RecordsJSON(r.Context(), ids)
-	if err != nil {
-		return err
-	}
 	buf := getBuf()
 	defer putBuf(buf)
 	out := append(*buf, `{"results":[`...)
-	first := true
-	for _, e := range order {
-		body, ok := found[e.id]
-		if !e.valid || !ok {
-			notFound = append(notFound, e.id)
-			continue
-		}
-		if !first {
+	found := make(map[string]bool, len(ids))
+	err := s.eachRecordJSON(r, ids, func(id string, body []byte) error {
+		if len(found) > 0 {
 			out = append(out, ',')
 		}
-		first = false
-		if out, err = s.links.appendLinks(out, body, e.id, r); err != nil {
-			return err
+		found[id] = true
+		var err error
+		out, err = s.links.appendLinks(out, body, id, r)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for _, e := range order {
+		if !e.valid || !found[e.id] {
+			notFound = append(notFound, e.id)
 		}
 	}
 	out = append(out, `],"notFound":[`...)

@@ -41,7 +41,6 @@ import (
 
 	"github.com/patchline/patchline/internal/catalog"
 	"github.com/patchline/patchline/internal/cve"
-	"github.com/patchline/patchline/internal/errs"
 )
 
 // DefaultMaxConns is the size of the connection pool of a DSN that does not
@@ -113,50 +112,42 @@ func (d *DB) Record(ctx context.Context, id string) (*cve.Record, error) {
 
 // RecordJSON implements cve.Catalog.
 func (d *DB) RecordJSON(ctx context.Context, id string) ([]byte, error) {
-	key, err := catalog.RecordKey(id)
-	if err != nil {
-		return nil, err
-	}
-	var body []byte
-	err = d.pool.QueryRow(ctx, `SELECT body FROM records WHERE key = $1`, key).Scan(&body)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, errs.NotFoundf("%s is not in the catalog", id)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read record %s: %w", id, err)
-	}
-	return body, nil
+	return catalog.ReadRecordJSON(ctx, d, id)
 }
 
 // RecordsJSON implements cve.Catalog.
 func (d *DB) RecordsJSON(ctx context.Context, ids []string) (map[string][]byte, error) {
-	out := make(map[string][]byte, len(ids))
-	keys := make([]int64, 0, len(ids))
-	for _, id := range ids {
-		if k, ok := cve.Key(id); ok {
-			keys = append(keys, k)
+	return catalog.ReadRecordsJSON(ctx, d, ids)
+}
+
+// ReadBodies implements catalog.BodyReader: one key in one round trip,
+// several in one statement, which sees one snapshot.
+func (d *DB) ReadBodies(ctx context.Context, keys []int64, fn func(key int64, body []byte)) error {
+	if len(keys) == 1 {
+		var body []byte
+		err := d.pool.QueryRow(ctx, `SELECT body FROM records WHERE key = $1`, keys[0]).Scan(&body)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
 		}
+		if err == nil {
+			fn(keys[0], body)
+		}
+		return err
 	}
-	if len(keys) == 0 {
-		return out, nil
-	}
-	rows, err := d.pool.Query(ctx, `SELECT cve_id, body FROM records WHERE key = ANY($1)`, keys)
+	rows, err := d.pool.Query(ctx, `SELECT key, body FROM records WHERE key = ANY($1)`, keys)
 	if err != nil {
-		return nil, fmt.Errorf("read records: %w", err)
+		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var id string
+		var key int64
 		var body []byte
-		if err := rows.Scan(&id, &body); err != nil {
-			return nil, fmt.Errorf("read records: %w", err)
+		if err := rows.Scan(&key, &body); err != nil {
+			return err
 		}
-		out[id] = body
+		fn(key, body)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read records: %w", err)
-	}
-	return out, nil
+	return rows.Err()
 }
 
 // Walk implements cve.Catalog. It reads one query's rows as the server

@@ -4,7 +4,8 @@
 // over database/sql (see package postgres for the layout); this package
 // adds SQLite's dialect (FTS5 search) and its fast paths, each in its own
 // file: the summary index of lists and walks in memory (summaryindex.go),
-// the cache of record bodies (cache.go) and the rebuild of an empty
+// the store of record bodies beside the catalog file (bodystore.go), the
+// cache of those read from SQLite (cache.go) and the rebuild of an empty
 // catalog beside the live file (rebuild.go).
 package sqlite
 
@@ -34,8 +35,10 @@ type DB struct {
 	*catalog.SQLReads
 	// bodies reads record bodies, the hot read of the lookup API.
 	bodies *bodyPool
-	// records holds the bodies read last.
+	// records holds the bodies RecordJSON and RecordsJSON read last.
 	records *recordCache
+	// files is the body store beside the catalog file.
+	files *bodyFiles
 	// summaries answers lists and walks from memory.
 	summaries *summaries
 
@@ -65,7 +68,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("open catalog: %w", err)
 	}
-	d := &DB{db: db, bodies: bodies, records: newRecordCache(RecordCacheBytes),
+	d := &DB{db: db, bodies: bodies, records: newRecordCache(RecordCacheBytes), files: newBodyFiles(path),
 		SQLSyncStates: &catalog.SQLSyncStates{Read: db.Read, Write: db.Write, Changed: db.Changed},
 		SQLReads:      &catalog.SQLReads{DB: db.Read}}
 	d.summaries = newSummaries(d)
@@ -75,6 +78,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 // Close closes the database.
 func (d *DB) Close() error {
 	d.summaries.close()
+	d.files.close()
 	d.bodies.close()
 	return d.db.Close()
 }
@@ -87,63 +91,132 @@ func (d *DB) Record(ctx context.Context, id string) (*cve.Record, error) {
 	return catalog.RecordFromJSON(ctx, d, id)
 }
 
-// RecordJSON implements cve.Catalog. A body read since the catalog last
-// changed comes from memory.
+// RecordJSON implements cve.Catalog.
 func (d *DB) RecordJSON(ctx context.Context, id string) ([]byte, error) {
-	key, err := catalog.RecordKey(id)
-	if err != nil {
-		return nil, err
-	}
-	version, err := d.db.DataVersion(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("read record %s: %w", id, err)
-	}
-	if body, ok := d.records.get(key, version); ok {
-		return body, nil
-	}
-	var body []byte
-	found := false
-	err = d.readBodies(ctx, []int64{key}, func(key int64, _ string, b []byte) {
-		body, found = b, true
-		d.records.put(key, version, b)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read record %s: %w", id, err)
-	}
-	if !found {
-		return nil, errs.NotFoundf("%s is not in the catalog", id)
-	}
-	return body, nil
+	return catalog.ReadRecordJSON(ctx, d, id)
 }
 
-// RecordsJSON implements cve.Catalog. Like RecordJSON, it reads from the
-// database only the bodies memory does not hold.
-func (d *DB) RecordsJSON(ctx context.Context, ids []string) (map[string][]byte, error) {
-	out := make(map[string][]byte, len(ids))
+// AppendRecordJSON is RecordJSON appending the body to dst: a body of the
+// body store is read into dst, with no allocation of its own.
+func (d *DB) AppendRecordJSON(ctx context.Context, dst []byte, id string) ([]byte, error) {
+	key, err := catalog.RecordKey(id)
+	if err != nil {
+		return dst, err
+	}
 	version, err := d.db.DataVersion(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read records: %w", err)
+		return dst, fmt.Errorf("read record %s: %w", id, err)
 	}
-	keys := make([]int64, 0, len(ids))
-	for _, id := range ids {
-		k, ok := cve.Key(id)
-		if !ok {
-			continue
+	if st := d.files.at(ctx, version, d.generation); st != nil {
+		out, found, err := st.Read(key, dst)
+		switch {
+		case err == nil && found:
+			return out, nil
+		case err == nil:
+			return dst, errs.NotFoundf("%s is not in the catalog", id)
 		}
-		if body, ok := d.records.get(k, version); ok {
-			out[id] = body
-			continue
-		}
-		keys = append(keys, k)
+		d.files.damaged(st, err)
 	}
-	err = d.readBodies(ctx, keys, func(key int64, id string, body []byte) {
-		out[id] = body
-		d.records.put(key, version, body)
-	})
+	body, err := d.RecordJSON(ctx, id)
+	return append(dst, body...), err
+}
+
+// EachRecordJSON calls fn with the body of each of ids that the catalog
+// holds, in the order of ids, all read from one commit; body is valid
+// during the call only. The bodies of the body store are read in turn into
+// one buffer, with no allocation of their own. An error of fn ends the
+// walk and is returned.
+func (d *DB) EachRecordJSON(ctx context.Context, ids []string, fn func(id string, body []byte) error) error {
+	version, err := d.db.DataVersion(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read records: %w", err)
+		return fmt.Errorf("read records: %w", err)
 	}
-	return out, nil
+	if st := d.files.at(ctx, version, d.generation); st != nil {
+		buf := getBody()
+		defer putBody(buf)
+		for i, id := range ids {
+			k, ok := cve.Key(id)
+			if !ok {
+				continue
+			}
+			b, found, err := st.Read(k, (*buf)[:0])
+			if err != nil {
+				// The rest from SQLite: a damaged store is never read.
+				d.files.damaged(st, err)
+				return d.eachRecordJSON(ctx, ids[i:], fn)
+			}
+			*buf = b
+			if found {
+				if err := fn(id, b); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return d.eachRecordJSON(ctx, ids, fn)
+}
+
+// eachRecordJSON is EachRecordJSON over RecordsJSON.
+func (d *DB) eachRecordJSON(ctx context.Context, ids []string, fn func(id string, body []byte) error) error {
+	found, err := d.RecordsJSON(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if b, ok := found[id]; ok {
+			if err := fn(id, b); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// bodyBufs holds the buffers EachRecordJSON reads into.
+var bodyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+func getBody() *[]byte { return bodyBufs.Get().(*[]byte) }
+
+func putBody(b *[]byte) {
+	if cap(*b) <= 1<<20 { // keep no outsized buffer
+		bodyBufs.Put(b)
+	}
+}
+
+// RecordsJSON implements cve.Catalog.
+func (d *DB) RecordsJSON(ctx context.Context, ids []string) (map[string][]byte, error) {
+	return catalog.ReadRecordsJSON(ctx, d, ids)
+}
+
+// ReadBodies implements catalog.BodyReader: from the record cache, then
+// from the body store when it holds the catalog as it is, else from SQLite.
+// Each body is one fn may keep, which the cache keeps too.
+func (d *DB) ReadBodies(ctx context.Context, keys []int64, fn func(key int64, body []byte)) error {
+	version, err := d.db.DataVersion(ctx)
+	if err != nil {
+		return err
+	}
+	missed := make([]int64, 0, len(keys))
+	for _, k := range keys {
+		if body, ok := d.records.get(k, version); ok {
+			fn(k, body)
+			continue
+		}
+		missed = append(missed, k)
+	}
+	found := func(key int64, body []byte) {
+		fn(key, body)
+		d.records.put(key, version, body)
+	}
+	if st := d.files.at(ctx, version, d.generation); st != nil {
+		err := readStore(st, missed, found)
+		if err == nil {
+			return nil
+		}
+		d.files.damaged(st, err)
+	}
+	return d.readBodies(ctx, missed, func(key int64, _ string, body []byte) { found(key, body) })
 }
 
 // readBodies reads the records of keys on one body reader and hands each

@@ -23,7 +23,12 @@ func (d *DB) Begin(ctx context.Context) (catalog.Tx, error) {
 	if err != nil {
 		return nil, fmt.Errorf("begin ingest: %w", err)
 	}
-	return &tx_{SQLTx: &catalog.SQLTx{Tx: tx}, tx: tx, db: d.db.Write, stmts: map[string]*sql.Stmt{}, changed: func() { d.db.Changed() }}, nil
+	t := &tx_{SQLTx: &catalog.SQLTx{Tx: tx}, tx: tx, db: d.db.Write, stmts: map[string]*sql.Stmt{}, changed: func() { d.db.Changed() }, d: d}
+	if err := tx.QueryRowContext(ctx, `SELECT n FROM catalog_generation`).Scan(&t.from); err != nil {
+		tx.Rollback()
+		return nil, fmt.Errorf("begin ingest: catalog generation: %w", err)
+	}
+	return t, nil
 }
 
 type tx_ struct {
@@ -46,6 +51,25 @@ type tx_ struct {
 	fresh bool
 	// known holds the answers of RecordState not yet used by PutRecord.
 	known map[int64]recordState
+
+	// d is the catalog, whose body store Commit brings up to date.
+	d *DB
+	// from is the catalog's generation at Begin.
+	from int64
+	// touched are the keys of the records written, up to maxTouched;
+	// overflow is set past it.
+	touched  []int64
+	overflow bool
+}
+
+// touch remembers that the record of key was written.
+func (t *tx_) touch(key int64) {
+	if len(t.touched) >= maxTouched {
+		t.overflow, t.touched = true, nil
+	}
+	if !t.overflow {
+		t.touched = append(t.touched, key)
+	}
 }
 
 // stmt returns the prepared statement of query.
@@ -72,21 +96,36 @@ func (t *tx_) end() {
 	}
 }
 
+// Commit commits the transaction, then brings the body store up to date
+// with it (bodystore.go).
 func (t *tx_) Commit() error {
 	if t.changed != nil {
 		defer t.changed()
 	}
+	ctx := context.Background()
 	done := t.done
+	var to int64
+	var genErr error
+	if !done && t.rebuild == nil {
+		genErr = t.tx.QueryRowContext(ctx, `SELECT n FROM catalog_generation`).Scan(&to)
+	}
 	err := t.tx.Commit()
 	t.end()
 	if t.rebuild == nil || done {
+		if err == nil && !done && genErr == nil && t.d != nil {
+			t.d.writeBodies(ctx, t.from, to, t.touched, t.overflow)
+		}
 		return err
 	}
 	if err != nil {
 		t.rebuild.abort()
 		return err
 	}
-	return t.rebuild.commit(context.Background())
+	if err := t.rebuild.commit(ctx); err != nil {
+		return err
+	}
+	t.d.writeBodies(ctx, 0, 0, nil, true)
+	return nil
 }
 
 func (t *tx_) Rollback() error {
@@ -303,6 +342,7 @@ func (t *tx_) PutRecord(ctx context.Context, r *catalog.Row) error {
 	if err != nil {
 		return fmt.Errorf("put record %s: %w", r.ID, err)
 	}
+	t.touch(r.Key)
 	if sameContent {
 		return nil
 	}
@@ -330,6 +370,7 @@ func (t *tx_) DeleteRecord(ctx context.Context, key int64) error {
 	if _, err := t.exec(ctx, `DELETE FROM records WHERE key = ?`, key); err != nil {
 		return err
 	}
+	t.touch(key)
 	_, err := t.exec(ctx, `DELETE FROM records_fts WHERE rowid = ?`, key)
 	return err
 }

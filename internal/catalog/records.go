@@ -1,0 +1,64 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/patchline/patchline/internal/cve"
+	"github.com/patchline/patchline/internal/errs"
+)
+
+// BodyReader reads the stored bodies of records: what the stores differ in
+// when they answer cve.Catalog's RecordJSON and RecordsJSON, which
+// ReadRecordJSON and ReadRecordsJSON write once over it.
+type BodyReader interface {
+	// ReadBodies calls fn with the body of each of keys that the catalog
+	// holds, all read from one commit of the catalog; fn may keep body.
+	ReadBodies(ctx context.Context, keys []int64, fn func(key int64, body []byte)) error
+}
+
+// ReadRecordJSON is cve.Catalog's RecordJSON over r: errs.ErrNotFound when
+// the catalog has no record of id.
+func ReadRecordJSON(ctx context.Context, r BodyReader, id string) ([]byte, error) {
+	key, err := RecordKey(id)
+	if err != nil {
+		return nil, err
+	}
+	var body []byte
+	found := false
+	err = r.ReadBodies(ctx, []int64{key}, func(_ int64, b []byte) { body, found = b, true })
+	if err != nil {
+		return nil, fmt.Errorf("read record %s: %w", id, err)
+	}
+	if !found {
+		return nil, errs.NotFoundf("%s is not in the catalog", id)
+	}
+	return body, nil
+}
+
+// ReadRecordsJSON is cve.Catalog's RecordsJSON over r: the bodies of the
+// records of ids that the catalog holds, by id, all from one commit. Ids
+// that are not CVE ids are left out, as ids the catalog does not know.
+func ReadRecordsJSON(ctx context.Context, r BodyReader, ids []string) (map[string][]byte, error) {
+	out := make(map[string][]byte, len(ids))
+	keys := make([]int64, 0, len(ids))
+	idOf := make(map[int64]string, len(ids))
+	for _, id := range ids {
+		k, ok := cve.Key(id)
+		if !ok {
+			continue
+		}
+		if _, dup := idOf[k]; !dup {
+			keys = append(keys, k)
+		}
+		idOf[k] = id
+	}
+	if len(keys) == 0 {
+		return out, nil
+	}
+	err := r.ReadBodies(ctx, keys, func(key int64, body []byte) { out[idOf[key]] = body })
+	if err != nil {
+		return nil, fmt.Errorf("read records: %w", err)
+	}
+	return out, nil
+}
