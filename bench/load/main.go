@@ -10,6 +10,7 @@
 // before and after the mix, and the latencies of the median round.
 //
 //	load cve -url http://127.0.0.1:PORT -conns 64 -duration 10s -rounds 3 -pid PID
+//	load cve -url http://127.0.0.1:PORT -mixes list,bulk -shapes shapes.txt
 //	load peer -url http://127.0.0.1:PORT -paths FILE -conns 64 -duration 10s -rounds 3
 //	load checkins -metrics http://127.0.0.1:PORT/metrics -agents 6000 -duration 20s
 //	load fleet -control http://127.0.0.1:P1,http://127.0.0.1:P2 -key KEY -dsn postgres://… -agents 10000 -commands 1000
@@ -200,6 +201,14 @@ func startBare(reqs []*request, prefix string) *bare {
 	return b
 }
 
+// captureIf captures reqs when the mix runs, and returns none otherwise.
+func captureIf(runs bool, client *http.Client, base string, reqs []*request) []*request {
+	if !runs {
+		return nil
+	}
+	return capture(client, base, reqs)
+}
+
 // capture sends each request once to the lookup API and keeps its answer.
 func capture(client *http.Client, base string, reqs []*request) []*request {
 	var out []*request
@@ -233,9 +242,20 @@ func cveMain(args []string) {
 	rounds := fs.Int("rounds", 3, "rounds of each side, alternating")
 	pid := fs.Int("pid", 0, "process id of the server, for its RSS")
 	seed := fs.Uint64("seed", 1, "seed of the request mixes")
+	mixes := fs.String("mixes", "id,cold,list,batch,querybatch,bulk", "the mixes to run, comma-separated")
+	shapes := fs.String("shapes", "", "file to write the time of each list request to, slowest first (each asked alone, the median of 5)")
 	fs.Parse(args)
 	if u, err := url.Parse(*base); err != nil || (u.Hostname() != "127.0.0.1" && u.Hostname() != "localhost") {
 		log.Fatalf("-url %q: want a 127.0.0.1 address", *base)
+	}
+	runs := map[string]bool{}
+	for m := range strings.SplitSeq(*mixes, ",") {
+		switch m {
+		case "id", "cold", "list", "batch", "querybatch", "bulk":
+			runs[m] = true
+		default:
+			log.Fatalf("-mixes: unknown mix %q", m)
+		}
 	}
 	api := *base + "/api/v1"
 	client := newClient(*conns)
@@ -290,13 +310,19 @@ func cveMain(args []string) {
 		body, _ := json.Marshal(b)
 		batchReqs = append(batchReqs, &request{method: "POST", path: "/cve/batch", body: body})
 	}
-	coldReqs = capture(client, api, coldReqs)
-	recReqs = capture(client, api, recReqs)
-	batchReqs = capture(client, api, batchReqs)
+	coldReqs = captureIf(runs["cold"], client, api, coldReqs)
+	recReqs = captureIf(runs["id"], client, api, recReqs)
+	batchReqs = captureIf(runs["batch"] || runs["querybatch"], client, api, batchReqs)
 	// The OSV API's querybatch: 1,000 packages of the catalog's fixes each,
 	// at their fixed versions, once the server's package index is built.
-	waitForPackageIndex(client, *base)
-	osvReqs := capture(client, *base, querybatchRequests(rng, batchReqs, 20))
+	var osvReqs []*request
+	if runs["querybatch"] {
+		waitForPackageIndex(client, *base)
+		osvReqs = capture(client, *base, querybatchRequests(rng, batchReqs, 20))
+	}
+	if *shapes != "" {
+		writeShapes(client, api, listReqs, *shapes)
+	}
 
 	all := slices.Concat(recReqs, coldReqs, listReqs, batchReqs, bulkReqs, osvReqs)
 	b := startBare(all, "/api/v1")
@@ -306,17 +332,27 @@ func cveMain(args []string) {
 	mix := func(name string, reqs []*request, conns int, d time.Duration) (result, result) {
 		return interleaved(name, api, bareAPI, reqs, conns, d, *rounds, *seed)
 	}
-	mix(fmt.Sprintf("GET /cve/{id} (%d ids)", len(recReqs)), recReqs, *conns, *dur)
-	mix(fmt.Sprintf("GET /cve/{id} (%d ids of the whole catalog)", len(coldReqs)), coldReqs, *conns, *dur)
-	mix(fmt.Sprintf("GET /cve?… limit=50 (%d queries)", len(listReqs)), listReqs, *queryConns, *dur)
-	mix("POST /cve/batch (100 ids)", batchReqs, *queryConns, *dur)
+	if runs["id"] {
+		mix(fmt.Sprintf("GET /cve/{id} (%d ids)", len(recReqs)), recReqs, *conns, *dur)
+	}
+	if runs["cold"] {
+		mix(fmt.Sprintf("GET /cve/{id} (%d ids of the whole catalog)", len(coldReqs)), coldReqs, *conns, *dur)
+	}
+	if runs["list"] {
+		mix(fmt.Sprintf("GET /cve?… limit=50 (%d queries)", len(listReqs)), listReqs, *queryConns, *dur)
+	}
+	if runs["batch"] {
+		mix("POST /cve/batch (100 ids)", batchReqs, *queryConns, *dur)
+	}
 	if len(osvReqs) > 0 {
 		interleaved("POST /osv/v1/querybatch (1,000 packages)", *base, b.addr, osvReqs, *queryConns, *dur, *rounds, *seed)
 	}
-	ra, rb := mix("GET /cve/bulk.jsonl", bulkReqs, 1, *dur)
-	fmt.Printf("\nbulk.jsonl: %.1f MB per stream; lookup API %.0f MB/s, bare handler %.0f MB/s (%.0f%%)\n",
-		float64(len(bulk.resp))/1e6, float64(ra.bytes)/1e6/ra.elapsed.Seconds(), float64(rb.bytes)/1e6/rb.elapsed.Seconds(),
-		100*float64(ra.bytes)/ra.elapsed.Seconds()/(float64(rb.bytes)/rb.elapsed.Seconds()))
+	if runs["bulk"] {
+		ra, rb := mix("GET /cve/bulk.jsonl", bulkReqs, 1, *dur)
+		fmt.Printf("\nbulk.jsonl: %.1f MB per stream; lookup API %.0f MB/s, bare handler %.0f MB/s (%.0f%%)\n",
+			float64(len(bulk.resp))/1e6, float64(ra.bytes)/1e6/ra.elapsed.Seconds(), float64(rb.bytes)/1e6/rb.elapsed.Seconds(),
+			100*float64(ra.bytes)/ra.elapsed.Seconds()/(float64(rb.bytes)/rb.elapsed.Seconds()))
+	}
 	if *pid > 0 {
 		// RssAnon is the server's own memory; RssFile the pages of the
 		// files it maps (its binary, SQLite's WAL index), page cache the
@@ -413,6 +449,44 @@ func waitForPackageIndex(client *http.Client, base string) {
 		time.Sleep(time.Second)
 	}
 	log.Printf("the package index was not ready within ten minutes")
+}
+
+// writeShapes asks each list request alone, five times, and writes the
+// median time of each to file, slowest first: which shapes cost the most.
+func writeShapes(client *http.Client, api string, reqs []*request, file string) {
+	type shape struct {
+		d    time.Duration
+		path string
+	}
+	var out []shape
+	for _, q := range reqs {
+		var ts []time.Duration
+		for range 5 {
+			t := time.Now()
+			resp, err := client.Get(api + q.path)
+			if err != nil {
+				log.Fatalf("GET %s: %v", q.path, err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			ts = append(ts, time.Since(t))
+		}
+		slices.Sort(ts)
+		out = append(out, shape{ts[len(ts)/2], q.path})
+	}
+	slices.SortFunc(out, func(a, b shape) int { return cmp.Compare(b.d, a.d) })
+	var b strings.Builder
+	var total time.Duration
+	for _, s := range out {
+		total += s.d
+	}
+	fmt.Fprintf(&b, "# %d list requests, each the median of 5 asked alone; total %s\n", len(out), ms(total))
+	for _, s := range out {
+		fmt.Fprintf(&b, "%s\t%s\n", ms(s.d), s.path)
+	}
+	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+		log.Fatal(err)
+	}
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/1e6) }
