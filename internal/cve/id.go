@@ -64,12 +64,16 @@ func Key(id string) (key int64, ok bool) {
 
 // IDOfKey is the inverse of Key.
 func IDOfKey(key int64) string {
+	return string(AppendIDOfKey(make([]byte, 0, 9+maxSeqDigits), key))
+}
+
+// AppendIDOfKey appends the id of key, as IDOfKey returns it, to b.
+func AppendIDOfKey(b []byte, key int64) []byte {
 	year, seq := key/keyBase, key%keyBase
-	b := make([]byte, 0, 9+maxSeqDigits)
 	b = append(b, "CVE-"...)
 	b = appendPadded(b, year)
 	b = append(b, '-')
-	return string(appendPadded(b, seq))
+	return appendPadded(b, seq)
 }
 
 // appendPadded appends n in decimal, with zeros in front up to four digits.

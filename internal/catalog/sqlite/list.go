@@ -111,7 +111,7 @@ func (d *DB) listIndexed(ctx context.Context, p *listPlan, q cve.ListQuery) (pag
 	if x == nil || err != nil {
 		return page, false, err
 	}
-	var matched rowSet
+	var matched *searchSet
 	if p.match != "" {
 		matched, err = x.search(p.match, func() ([]int64, error) {
 			keys, err := d.searchKeys(ctx, p.match)
@@ -135,7 +135,7 @@ func (d *DB) listIndexed(ctx context.Context, p *listPlan, q cve.ListQuery) (pag
 			return page, false, err
 		}
 	}
-	return x.list(p, q, matched), true, nil
+	return x.list(p, &q, matched), true, nil
 }
 
 // errStale says that the catalog changed while the summary index was read.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -51,8 +52,8 @@ func TestCatalogIndexed(t *testing.T) {
 // index read by a scan of its rows rather than a walk of its orders.
 func TestCatalogIndexedScan(t *testing.T) {
 	withIndex(t, indexInline)
-	defer func(n int) { walkBudget = n }(walkBudget)
-	walkBudget = 0
+	defer func(b bool) { enumerateAlways = b }(enumerateAlways)
+	enumerateAlways = true
 	catalogtest.Run(t, openStore)
 }
 
@@ -152,6 +153,56 @@ func BenchmarkList(b *testing.B) {
 					q.After = page.Next
 				}
 			})
+		}
+	}
+}
+
+// TestListIndexMatchesDatabase asks random queries of every filter, sort,
+// direction and page size of the summary index and of the database, page
+// after page, and wants the same pages: the walks, their budgets and the
+// drivers of the index against the SQL of the database.
+func TestListIndexMatchesDatabase(t *testing.T) {
+	db := mustOpenListDB(t)
+	rows := catalogtest.GenRows(rand.New(rand.NewPCG(5, 6)), 6000)
+	catalogtest.PutRows(t, db, rows)
+	rng := rand.New(rand.NewPCG(7, 8))
+	sorts := []string{cve.SortPublished, cve.SortEPSS, cve.SortCVSS, cve.SortCVE, cve.SortFix, cve.SortKEV}
+	sevs := []string{cve.SeverityCritical, cve.SeverityHigh, cve.SeverityMedium, cve.SeverityLow, cve.SeverityNone}
+	words := []string{"overflow", "kernel", "log4j", "denial service", "jndi"}
+	pageAll := func(mode int, q cve.ListQuery) []string {
+		old := summaryIndexMode
+		summaryIndexMode = mode
+		defer func() { summaryIndexMode = old }()
+		return catalogtest.PageAll(t, db, q, nil)
+	}
+	for i := range 300 {
+		q := cve.ListQuery{Sort: sorts[rng.IntN(len(sorts))], Desc: rng.IntN(2) == 0, Limit: 1 + rng.IntN(60)}
+		if rng.IntN(3) == 0 {
+			for range 1 + rng.IntN(2) {
+				q.Severities = append(q.Severities, sevs[rng.IntN(len(sevs))])
+			}
+		}
+		if rng.IntN(3) == 0 {
+			q.KEV = ptr(rng.IntN(2) == 0)
+		}
+		if rng.IntN(3) == 0 {
+			q.Fix = ptr(rng.IntN(2) == 0)
+		}
+		if rng.IntN(3) == 0 {
+			q.EPSSMin = ptr(float64(rng.IntN(50)) / 49)
+		}
+		if rng.IntN(3) == 0 {
+			for range 1 + rng.IntN(3) {
+				q.Years = append(q.Years, 1998+rng.IntN(30))
+			}
+		}
+		if rng.IntN(4) == 0 {
+			q.Q = words[rng.IntN(len(words))]
+		}
+		want := pageAll(indexOff, q)
+		got := pageAll(indexInline, q)
+		if !slices.Equal(want, got) {
+			t.Fatalf("query %d %+v: the index lists %d records, the database %d:\nindex    %v\ndatabase %v", i, q, len(got), len(want), got, want)
 		}
 	}
 }
