@@ -155,10 +155,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, name, contentTyp
 	}
 	bw := bufio.NewWriterSize(out, streamBuffer)
 	bw.Write(header)
-	var scratch []byte
 	err = s.catalog.Walk(r.Context(), after, func(sum cve.Summary) error {
-		scratch = line(scratch[:0], &sum)
-		_, err := bw.Write(scratch)
+		// The line is written in the writer's own buffer when it fits.
+		_, err := bw.Write(line(bw.AvailableBuffer(), &sum))
 		return err
 	})
 	if err == nil {
