@@ -76,22 +76,22 @@ func TestListPlans(t *testing.T) {
 	for _, s := range []string{cve.SortPublished, cve.SortEPSS, cve.SortCVSS, cve.SortCVE, cve.SortFix, cve.SortKEV} {
 		for _, desc := range []bool{true, false} {
 			q := cve.ListQuery{Sort: s, Desc: desc, Limit: 50, After: &cve.Position{Value: 1, Key: 2}, KEV: ptr(true), Years: []int{2024}}
-			p, err := newListPlan(q)
+			p, err := catalog.NewListPlan(q, &dialect)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, step := range []listStep{stepAll, stepTies, stepBeyond} {
-				if step == stepTies && s == cve.SortCVE {
+			for _, step := range []catalog.ListStep{catalog.StepAll, catalog.StepTies, catalog.StepBeyond} {
+				if step == catalog.StepTies && s == cve.SortCVE {
 					continue
 				}
-				query, args := p.sql(step, 51)
+				query, args := p.SQL(step, 51)
 				plan := explain(t, db, query, args)
-				wantSeek := "SEARCH records USING INDEX " + listIndex(p.col) + " ("
-				if step == stepAll {
-					wantSeek = "USING INDEX " + listIndex(p.col)
+				wantSeek := "SEARCH records USING INDEX " + listIndex(p.Col) + " ("
+				if step == catalog.StepAll {
+					wantSeek = "USING INDEX " + listIndex(p.Col)
 				}
-				if step == stepTies {
-					wantSeek += p.col + "=? AND key"
+				if step == catalog.StepTies {
+					wantSeek += p.Col + "=? AND key"
 				}
 				if strings.Contains(plan, "TEMP B-TREE") || !strings.Contains(plan, wantSeek) {
 					t.Errorf("sort %s desc=%v step %d: want %q in plan\n%s", s, desc, step, wantSeek, plan)

@@ -114,13 +114,13 @@ func (f *listFilter) keep(e entry) bool {
 
 // list answers a query whose plan p is valid, with the rows matching the
 // search in matched (nil without a search).
-func (x *summaryIndex) list(p *listPlan, q *cve.ListQuery, matched *searchSet) cve.Page {
+func (x *summaryIndex) list(p *catalog.ListPlan, q *cve.ListQuery, matched *searchSet) cve.Page {
 	var set rowSet
 	if matched != nil {
 		set = matched.rows
 	}
 	f := x.newFilter(q, set)
-	o := x.orders[p.col]
+	o := x.orders[p.Col]
 	lo, hi := x.bounds(o, p, q)
 	if lo >= hi {
 		return cve.Page{}
@@ -142,10 +142,10 @@ func (x *summaryIndex) list(p *listPlan, q *cve.ListQuery, matched *searchSet) c
 	case drive != nil && walkPerDriver*size < n:
 		budget = walkPerDriver * size
 	}
-	rows := make([]int32, 0, p.limit+1)
+	rows := make([]int32, 0, p.Limit+1)
 	for i := range min(n, budget) {
 		at := i
-		if p.desc {
+		if p.Desc {
 			at = n - 1 - i
 		}
 		if kev != nil {
@@ -155,12 +155,12 @@ func (x *summaryIndex) list(p *listPlan, q *cve.ListQuery, matched *searchSet) c
 		}
 		if e := o.ents[at]; f.keep(e) {
 			rows = append(rows, e.row)
-			if len(rows) > p.limit {
+			if len(rows) > p.Limit {
 				break
 			}
 		}
 	}
-	if len(rows) <= p.limit && budget < n {
+	if len(rows) <= p.Limit && budget < n {
 		rows = x.enumerate(p, q, f, drive)
 	}
 	return x.page(p, rows)
@@ -168,7 +168,7 @@ func (x *summaryIndex) list(p *listPlan, q *cve.ListQuery, matched *searchSet) c
 
 // bounds returns the run [lo, hi) of the entries of o that the filters
 // on its column and the cursor of q leave.
-func (x *summaryIndex) bounds(o *order, p *listPlan, q *cve.ListQuery) (lo, hi int) {
+func (x *summaryIndex) bounds(o *order, p *catalog.ListPlan, q *cve.ListQuery) (lo, hi int) {
 	r := whole
 	switch o.col {
 	case "epss":
@@ -205,9 +205,9 @@ func (x *summaryIndex) bounds(o *order, p *listPlan, q *cve.ListQuery) (lo, hi i
 		// walk goes down from the entry before it.
 		i := sort.Search(len(o.ents), func(i int) bool {
 			c := x.compare(p, &x.rows[o.ents[i].row], q.After)
-			return c > 0 || c == 0 && p.desc
+			return c > 0 || c == 0 && p.Desc
 		})
-		if p.desc {
+		if p.Desc {
 			hi = min(hi, i)
 		} else {
 			lo = max(lo, i)
@@ -329,20 +329,20 @@ func (x *summaryIndex) driver(q *cve.ListQuery, matched *searchSet) (driverFunc,
 
 // enumerate answers a list as list does, by reading every entry of the
 // driver and keeping the first limit+1 rows that pass, in list order.
-func (x *summaryIndex) enumerate(p *listPlan, q *cve.ListQuery, f *listFilter, drive driverFunc) []int32 {
+func (x *summaryIndex) enumerate(p *catalog.ListPlan, q *cve.ListQuery, f *listFilter, drive driverFunc) []int32 {
 	// less orders rows as the list does.
 	less := func(a, b int32) int {
 		ra, rb := &x.rows[a], &x.rows[b]
 		c := cmp.Compare(ra.key, rb.key)
-		if p.col != "key" {
-			c = cmp.Or(cmp.Compare(ra.value(p.col), rb.value(p.col)), c)
+		if p.Col != "key" {
+			c = cmp.Or(cmp.Compare(ra.value(p.Col), rb.value(p.Col)), c)
 		}
-		if p.desc {
+		if p.Desc {
 			return -c
 		}
 		return c
 	}
-	best := make([]int32, 0, p.limit+1)
+	best := make([]int32, 0, p.Limit+1)
 	drive(func(e entry) {
 		if len(best) == cap(best) && less(e.row, best[len(best)-1]) >= 0 {
 			return // after every row kept so far
@@ -351,7 +351,7 @@ func (x *summaryIndex) enumerate(p *listPlan, q *cve.ListQuery, f *listFilter, d
 			return
 		}
 		if q.After != nil {
-			if c := x.compare(p, &x.rows[e.row], q.After); c == 0 || (c < 0) != p.desc {
+			if c := x.compare(p, &x.rows[e.row], q.After); c == 0 || (c < 0) != p.Desc {
 				return // not after the position
 			}
 		}
@@ -365,25 +365,25 @@ func (x *summaryIndex) enumerate(p *listPlan, q *cve.ListQuery, f *listFilter, d
 }
 
 // compare orders a row and a position ascending, as List orders rows.
-func (x *summaryIndex) compare(p *listPlan, r *indexRow, pos *cve.Position) int {
+func (x *summaryIndex) compare(p *catalog.ListPlan, r *indexRow, pos *cve.Position) int {
 	c := cmp.Compare(r.key, pos.Key)
-	if p.col != "key" {
-		c = cmp.Or(cmp.Compare(r.value(p.col), pos.Value), c)
+	if p.Col != "key" {
+		c = cmp.Or(cmp.Compare(r.value(p.Col), pos.Value), c)
 	}
 	return c
 }
 
 // page returns the page of rows, which are in list order and hold one
 // row more than the page when more follow.
-func (x *summaryIndex) page(p *listPlan, rows []int32) cve.Page {
-	n := min(len(rows), p.limit)
+func (x *summaryIndex) page(p *catalog.ListPlan, rows []int32) cve.Page {
+	n := min(len(rows), p.Limit)
 	if n == 0 {
 		return cve.Page{}
 	}
 	page := cve.Page{Rows: x.summarize(make([]cve.Summary, 0, n), n, func(i int) int { return int(rows[i]) })}
-	if len(rows) > p.limit {
-		last := &x.rows[rows[p.limit-1]]
-		page.Next = &cve.Position{Value: last.value(p.col), Key: last.key}
+	if len(rows) > p.Limit {
+		last := &x.rows[rows[p.Limit-1]]
+		page.Next = &cve.Position{Value: last.value(p.Col), Key: last.key}
 	}
 	return page
 }
