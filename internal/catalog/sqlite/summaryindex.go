@@ -40,6 +40,10 @@ type summaryIndex struct {
 	// pubRange that of the publication times of each year code.
 	cvssRange [sevCodes]valueRange
 	pubRange  [yearCodes]valueRange
+	// The numbers of listed records in KEV, with a fix, and of each
+	// severity code.
+	kevN, fixN int
+	sevN       [sevCodes]int
 
 	// searches holds the rows matched by the last searches, by FTS5 query.
 	mu       sync.Mutex
@@ -295,6 +299,9 @@ func (x *summaryIndex) sortOrders() {
 		a := x.attr(i)
 		keyOrder.ents = append(keyOrder.ents, entry{row: int32(i), attr: a})
 		x.cvssRange[a>>sevShift&(sevCodes-1)].add(r.cvss)
+		x.sevN[a>>sevShift&(sevCodes-1)]++
+		x.kevN += int(a & attrKEV)
+		x.fixN += int(a & attrFix >> 1)
 		x.pubRange[a>>yearShift&(yearCodes-1)].add(float64(r.published))
 	}
 	x.orders = map[string]*order{"key": keyOrder}
@@ -370,10 +377,10 @@ func (x *summaryIndex) summarize(dst []cve.Summary, n int, rowAt func(int) int) 
 }
 
 // idLen returns the length of the CVE id at the start of s, which ids
-// follow without a separator: "CVE-", four digits of year, '-', and the
-// digits of the sequence, up to the next "C".
+// follow without a separator: "CVE-", four digits of year, '-', and at
+// least four digits of sequence, up to the next "C".
 func idLen(s string) int {
-	n := 9
+	n := 13
 	for n < len(s) && s[n] != 'C' {
 		n++
 	}

@@ -125,14 +125,20 @@ func (x *summaryIndex) list(p *catalog.ListPlan, q *cve.ListQuery, matched *sear
 	if lo >= hi {
 		return cve.Page{}
 	}
-	// The positions the walk reads: lo to hi, or the KEV entries among them.
-	var kev []int32
-	n := hi - lo
-	if q.KEV != nil && *q.KEV {
-		a, _ := slices.BinarySearch(o.kev, int32(lo))
-		b, _ := slices.BinarySearch(o.kev, int32(hi))
-		kev = o.kev[a:b]
-		n = len(kev)
+	runs := x.yearRuns(o, q, lo, hi)
+	// The positions the walk reads: those of the runs, or the KEV entries
+	// among them.
+	var kev [][]int32
+	n := 0
+	for _, r := range runs {
+		if q.KEV != nil && *q.KEV {
+			a, _ := slices.BinarySearch(o.kev, int32(r.lo))
+			b, _ := slices.BinarySearch(o.kev, int32(r.hi))
+			kev = append(kev, o.kev[a:b])
+			n += b - a
+		} else {
+			n += r.hi - r.lo
+		}
 	}
 	drive, size := x.driver(q, matched)
 	budget := n
@@ -141,29 +147,148 @@ func (x *summaryIndex) list(p *catalog.ListPlan, q *cve.ListQuery, matched *sear
 		budget = 0
 	case drive != nil && walkPerDriver*size < n:
 		budget = walkPerDriver * size
+		if x.walkEstimate(p, q, matched, size) > budget {
+			budget = 0 // the walk would not find a page within its budget
+		}
 	}
 	rows := make([]int32, 0, p.Limit+1)
-	for i := range min(n, budget) {
-		at := i
-		if p.Desc {
-			at = n - 1 - i
+	exhausted := false // the walk stopped at its budget
+	walk := func(e entry) bool {
+		if budget == 0 {
+			exhausted = true
+			return false
 		}
-		if kev != nil {
-			at = int(kev[at])
-		} else {
-			at += lo
-		}
-		if e := o.ents[at]; f.keep(e) {
+		budget--
+		if e.attr&f.mask == f.want && f.keep(e) {
 			rows = append(rows, e.row)
-			if len(rows) > p.Limit {
-				break
-			}
+		}
+		return len(rows) <= p.Limit
+	}
+	for i := range runs {
+		if p.Desc {
+			i = len(runs) - 1 - i
+		}
+		var stopped bool
+		if kev != nil {
+			stopped = walkPositions(o, kev[i], p.Desc, walk)
+		} else {
+			stopped = walkRun(o, runs[i], p.Desc, walk)
+		}
+		if stopped {
+			break
 		}
 	}
-	if len(rows) <= p.Limit && budget < n {
+	if exhausted && drive != nil {
 		rows = x.enumerate(p, q, f, drive)
 	}
 	return x.page(p, rows)
+}
+
+// run is the run of positions [lo, hi) of an order.
+type run struct{ lo, hi int }
+
+// walkRun calls fn for the entries of r in o, in the list's direction,
+// until fn returns false; done says that it did.
+func walkRun(o *order, r run, desc bool, fn func(entry) bool) (done bool) {
+	if desc {
+		for i := r.hi - 1; i >= r.lo; i-- {
+			if !fn(o.ents[i]) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, e := range o.ents[r.lo:r.hi] {
+		if !fn(e) {
+			return true
+		}
+	}
+	return false
+}
+
+// walkPositions is walkRun over the entries of o at positions.
+func walkPositions(o *order, positions []int32, desc bool, fn func(entry) bool) (done bool) {
+	for i := range positions {
+		if desc {
+			i = len(positions) - 1 - i
+		}
+		if !fn(o.ents[positions[i]]) {
+			return true
+		}
+	}
+	return false
+}
+
+// yearRuns returns the runs of [lo, hi) that hold the entries of the
+// years of q, in order, when o orders the entries of each value by key
+// (the key order itself, and the orders of KEV and fix, two values):
+// [lo, hi) whole otherwise.
+func (x *summaryIndex) yearRuns(o *order, q *cve.ListQuery, lo, hi int) []run {
+	if len(q.Years) == 0 || o.col != "key" && o.col != "is_kev" && o.col != "has_fix" {
+		return []run{{lo, hi}}
+	}
+	blocks := []run{{lo, hi}}
+	if o.col != "key" {
+		// The entries of 0, then those of 1.
+		one := lo + sort.Search(hi-lo, func(i int) bool { return x.rows[o.ents[lo+i].row].value(o.col) >= 1 })
+		blocks = []run{{lo, one}, {one, hi}}
+	}
+	years := slices.Clone(q.Years)
+	slices.Sort(years)
+	var runs []run
+	for _, b := range blocks {
+		for _, y := range slices.Compact(years) {
+			klo, khi := catalog.YearKeys(y)
+			r := x.keyRun(o, b, klo, khi)
+			if r.lo < r.hi {
+				runs = append(runs, r)
+			}
+		}
+	}
+	return runs
+}
+
+// walkEstimate returns how many entries a walk would read to find a page,
+// were the filters that do not bound the walk independent of each other
+// and of the order; size is that of the driver.
+func (x *summaryIndex) walkEstimate(p *catalog.ListPlan, q *cve.ListQuery, matched *searchSet, size int) int {
+	n := float64(len(x.orders["key"].ents))
+	sel := 1.0
+	if q.KEV != nil && p.Col != "is_kev" {
+		k := float64(x.kevN) / n
+		if !*q.KEV {
+			k = 1 - k
+		}
+		sel *= k
+	}
+	if q.Fix != nil && p.Col != "has_fix" {
+		k := float64(x.fixN) / n
+		if !*q.Fix {
+			k = 1 - k
+		}
+		sel *= k
+	}
+	if len(q.Severities) > 0 && p.Col != "cvss" {
+		m := 0
+		for i, s := range x.strs {
+			if c := x.sevCode[i]; i > 0 && c != 0 && slices.Contains(q.Severities, s) {
+				m += x.sevN[c]
+			}
+		}
+		sel *= float64(m) / n
+	}
+	switch {
+	case len(q.Years) > 0 && p.Col != "key" && p.Col != "is_kev" && p.Col != "has_fix" && p.Col != "published":
+		sel *= float64(size) / n // a driver no larger than the years' run
+	case q.EPSSMin != nil && p.Col != "epss":
+		sel *= float64(size) / n
+	case matched != nil:
+		sel *= float64(size) / n
+	}
+	if sel <= 0 {
+		return math.MaxInt
+	}
+	return int(min(float64(p.Limit+1)/sel, math.MaxInt32))
 }
 
 // bounds returns the run [lo, hi) of the entries of o that the filters
@@ -195,11 +320,6 @@ func (x *summaryIndex) bounds(o *order, p *catalog.ListPlan, q *cve.ListQuery) (
 	value := func(i int) float64 { return x.rows[o.ents[i].row].value(o.col) }
 	lo = sort.Search(len(o.ents), func(i int) bool { return value(i) >= r.lo })
 	hi = sort.Search(len(o.ents), func(i int) bool { return value(i) > r.hi })
-	if o.col == "key" && len(q.Years) > 0 {
-		klo, _ := catalog.YearKeys(slices.Min(q.Years))
-		_, khi := catalog.YearKeys(slices.Max(q.Years))
-		lo, hi = x.keyRun(o, klo, khi)
-	}
 	if q.After != nil {
 		// Ascending, the first entry beyond the position; descending, the
 		// walk goes down from the entry before it.
@@ -216,12 +336,12 @@ func (x *summaryIndex) bounds(o *order, p *catalog.ListPlan, q *cve.ListQuery) (
 	return lo, hi
 }
 
-// keyRun returns the run [lo, hi) of the entries of the key order o
+// keyRun returns the run of the entries of b, a run of o in key order,
 // whose keys are in [klo, khi).
-func (x *summaryIndex) keyRun(o *order, klo, khi int64) (lo, hi int) {
-	lo = sort.Search(len(o.ents), func(i int) bool { return x.rows[o.ents[i].row].key >= klo })
-	hi = sort.Search(len(o.ents), func(i int) bool { return x.rows[o.ents[i].row].key >= khi })
-	return lo, hi
+func (x *summaryIndex) keyRun(o *order, b run, klo, khi int64) run {
+	key := func(i int) int64 { return x.rows[o.ents[b.lo+i].row].key }
+	return run{b.lo + sort.Search(b.hi-b.lo, func(i int) bool { return key(i) >= klo }),
+		b.lo + sort.Search(b.hi-b.lo, func(i int) bool { return key(i) >= khi })}
 }
 
 // whole is the range of every value.
@@ -275,16 +395,15 @@ func (x *summaryIndex) driver(q *cve.ListQuery, matched *searchSet) (driverFunc,
 	}
 	if len(q.Years) > 0 {
 		keys := x.orders["key"]
-		type run struct{ lo, hi int }
 		var runs []run
 		n := 0
 		years := slices.Clone(q.Years)
 		slices.Sort(years)
 		for _, y := range slices.Compact(years) {
 			klo, khi := catalog.YearKeys(y)
-			lo, hi := x.keyRun(keys, klo, khi)
-			runs = append(runs, run{lo, hi})
-			n += hi - lo
+			r := x.keyRun(keys, run{0, len(keys.ents)}, klo, khi)
+			runs = append(runs, r)
+			n += r.hi - r.lo
 		}
 		consider(func(fn func(entry)) {
 			for _, r := range runs {
@@ -344,11 +463,11 @@ func (x *summaryIndex) enumerate(p *catalog.ListPlan, q *cve.ListQuery, f *listF
 	}
 	best := make([]int32, 0, p.Limit+1)
 	drive(func(e entry) {
+		if e.attr&f.mask != f.want || !f.keep(e) {
+			return
+		}
 		if len(best) == cap(best) && less(e.row, best[len(best)-1]) >= 0 {
 			return // after every row kept so far
-		}
-		if !f.keep(e) {
-			return
 		}
 		if q.After != nil {
 			if c := x.compare(p, &x.rows[e.row], q.After); c == 0 || (c < 0) != p.Desc {
