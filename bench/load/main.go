@@ -10,6 +10,7 @@
 // before and after the mix, and the latencies of the median round.
 //
 //	load cve -url http://127.0.0.1:PORT -conns 64 -duration 10s -rounds 3 -pid PID [-mixes all,batch]
+//	load cve -url http://127.0.0.1:PORT -mixes list,bulk -shapes shapes.txt
 //	load peer -url http://127.0.0.1:PORT -paths FILE -conns 64 -duration 10s -rounds 3
 //	load checkins -metrics http://127.0.0.1:PORT/metrics -agents 6000 -duration 20s
 //	load fleet -control http://127.0.0.1:P1,http://127.0.0.1:P2 -key KEY -dsn postgres://… -agents 10000 -commands 1000
@@ -200,6 +201,14 @@ func startBare(reqs []*request, prefix string) *bare {
 	return b
 }
 
+// captureIf captures reqs when the mix runs, and returns none otherwise.
+func captureIf(runs bool, client *http.Client, base string, reqs []*request) []*request {
+	if !runs {
+		return nil
+	}
+	return capture(client, base, reqs)
+}
+
 // capture sends each request once to the lookup API and keeps its answer.
 func capture(client *http.Client, base string, reqs []*request) []*request {
 	var out []*request
@@ -234,6 +243,7 @@ func cveMain(args []string) {
 	pid := fs.Int("pid", 0, "process id of the server, for its RSS")
 	seed := fs.Uint64("seed", 1, "seed of the request mixes")
 	only := fs.String("mixes", "hot,all,list,batch,querybatch,bulk", "the mixes to run, comma-separated: hot and all (GET by id over 2,000 ids and over the whole catalog), list, batch, querybatch, bulk")
+	shapes := fs.String("shapes", "", "file to write the time of each list request to, slowest first (each asked alone, the median of 5)")
 	fs.Parse(args)
 	if u, err := url.Parse(*base); err != nil || (u.Hostname() != "127.0.0.1" && u.Hostname() != "localhost") {
 		log.Fatalf("-url %q: want a 127.0.0.1 address", *base)
@@ -306,22 +316,15 @@ func cveMain(args []string) {
 	}
 	// The batches are captured for the batch mix and for the querybatch
 	// mix, which asks for the packages of their records.
-	if want["batch"] || want["querybatch"] {
-		batchReqs = capture(client, api, batchReqs)
+	querybatchFrom := captureIf(want["batch"] || want["querybatch"], client, api, batchReqs)
+	batchReqs = nil
+	if want["batch"] {
+		batchReqs = querybatchFrom
 	}
-	querybatchFrom := batchReqs
-	if !want["batch"] {
-		batchReqs = nil
-	}
-	if want["all"] {
-		coldReqs = capture(client, api, coldReqs)
-	} else {
-		coldReqs = nil
-	}
-	if want["hot"] {
-		recReqs = capture(client, api, recReqs)
-	} else {
-		recReqs = nil
+	coldReqs = captureIf(want["all"], client, api, coldReqs)
+	recReqs = captureIf(want["hot"], client, api, recReqs)
+	if *shapes != "" {
+		writeShapes(client, api, listReqs, *shapes)
 	}
 
 	b := startBare(slices.Concat(recReqs, coldReqs, listReqs, batchReqs, bulkReqs), "/api/v1")
@@ -471,6 +474,44 @@ func waitForPackageIndex(client *http.Client, base string) {
 		time.Sleep(time.Second)
 	}
 	log.Printf("the package index was not ready within ten minutes")
+}
+
+// writeShapes asks each list request alone, five times, and writes the
+// median time of each to file, slowest first: which shapes cost the most.
+func writeShapes(client *http.Client, api string, reqs []*request, file string) {
+	type shape struct {
+		d    time.Duration
+		path string
+	}
+	var out []shape
+	for _, q := range reqs {
+		var ts []time.Duration
+		for range 5 {
+			t := time.Now()
+			resp, err := client.Get(api + q.path)
+			if err != nil {
+				log.Fatalf("GET %s: %v", q.path, err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			ts = append(ts, time.Since(t))
+		}
+		slices.Sort(ts)
+		out = append(out, shape{ts[len(ts)/2], q.path})
+	}
+	slices.SortFunc(out, func(a, b shape) int { return cmp.Compare(b.d, a.d) })
+	var b strings.Builder
+	var total time.Duration
+	for _, s := range out {
+		total += s.d
+	}
+	fmt.Fprintf(&b, "# %d list requests, each the median of 5 asked alone; total %s\n", len(out), ms(total))
+	for _, s := range out {
+		fmt.Fprintf(&b, "%s\t%s\n", ms(s.d), s.path)
+	}
+	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+		log.Fatal(err)
+	}
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/1e6) }

@@ -16,8 +16,9 @@ import (
 
 // What both stores share of reading the catalog, whatever their driver:
 // the checks of a list query, the words of a search, and the decoding of
-// stored rows. The SQL of each store stays its own: SQLite keeps a summary
-// index and a full-text table, PostgreSQL tsvector and GIN indexes.
+// stored rows. The SQL of a list page is list.go's, in each store's
+// dialect: SQLite keeps a full-text table (and answers most lists from
+// its summary index), PostgreSQL tsvector and GIN indexes.
 
 // DefaultListLimit is the page size of a list without a limit.
 const DefaultListLimit = 50

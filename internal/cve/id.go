@@ -64,12 +64,27 @@ func Key(id string) (key int64, ok bool) {
 
 // IDOfKey is the inverse of Key.
 func IDOfKey(key int64) string {
+	return string(AppendIDOfKey(make([]byte, 0, 9+maxSeqDigits), key))
+}
+
+// AppendIDOfKey appends the id of key, as IDOfKey returns it, to b.
+func AppendIDOfKey(b []byte, key int64) []byte {
 	year, seq := key/keyBase, key%keyBase
-	b := make([]byte, 0, 9+maxSeqDigits)
 	b = append(b, "CVE-"...)
-	b = appendPadded(b, year)
-	b = append(b, '-')
-	return string(appendPadded(b, seq))
+	if year < 0 || year > 9999 || seq < 0 {
+		b = appendPadded(b, year)
+		b = append(b, '-')
+		return appendPadded(b, seq)
+	}
+	b = append(b, byte('0'+year/1000), byte('0'+year/100%10), byte('0'+year/10%10), byte('0'+year%10), '-')
+	var digits [maxSeqDigits]byte
+	i := len(digits)
+	for n := 0; n < 4 || seq > 0; n++ {
+		i--
+		digits[i] = byte('0' + seq%10)
+		seq /= 10
+	}
+	return append(b, digits[i:]...)
 }
 
 // appendPadded appends n in decimal, with zeros in front up to four digits.

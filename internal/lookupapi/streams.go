@@ -155,10 +155,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, name, contentTyp
 	}
 	bw := bufio.NewWriterSize(out, streamBuffer)
 	bw.Write(header)
-	var scratch []byte
+	var cur cve.Summary // outside the closure: one of them, not one a row
 	err = s.catalog.Walk(r.Context(), after, func(sum cve.Summary) error {
-		scratch = line(scratch[:0], &sum)
-		_, err := bw.Write(scratch)
+		cur = sum
+		// The line is written in the writer's own buffer when it fits.
+		_, err := bw.Write(line(bw.AvailableBuffer(), &cur))
 		return err
 	})
 	if err == nil {

@@ -249,23 +249,27 @@ func TestListPlans(t *testing.T) {
 				{Sort: s, Desc: desc, Limit: 50, After: after},
 				{Sort: s, Desc: desc, Limit: 50, After: after, Fix: ptr(false)},
 			} {
-				p, err := newListPlan(q)
+				p, err := catalog.NewListPlan(q, &dialect)
 				if err != nil {
 					t.Fatal(err)
 				}
-				query, args := p.sql()
+				steps := p.Steps()
+				if len(steps) != 1 {
+					t.Fatalf("a page in %d steps, want one", len(steps))
+				}
+				query, args := p.SQL(steps[0], p.Limit+1)
 				plan := explain(t, db, query, args)
 				// In key order, the primary key and the index of an
 				// equality filter on (filter, key) serve as well.
-				wantIndex := `"Index Name": "records_list_` + p.col + `"`
-				if p.col == "key" {
+				wantIndex := `"Index Name": "records_list_` + p.Col + `"`
+				if p.Col == "key" {
 					wantIndex = `"Node Type": "Index Scan"`
 				}
 				if strings.Contains(plan, `"Sort"`) || !strings.Contains(plan, wantIndex) {
 					t.Errorf("sort %s desc=%v after=%v fix=%v: want %s without a sort in plan\n%s", s, desc, q.After != nil, q.Fix != nil, wantIndex, plan)
 				}
 				if q.After != nil && s != cve.SortCVE && !slices.ContainsFunc(strings.Split(plan, "\n"), func(line string) bool {
-					return strings.Contains(line, `"Index Cond"`) && strings.Contains(line, "ROW("+p.col+", key)")
+					return strings.Contains(line, `"Index Cond"`) && strings.Contains(line, "ROW("+p.Col+", key)")
 				}) {
 					t.Errorf("sort %s desc=%v: the position is not an index condition\n%s", s, desc, plan)
 				}

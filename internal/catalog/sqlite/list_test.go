@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -51,8 +52,8 @@ func TestCatalogIndexed(t *testing.T) {
 // index read by a scan of its rows rather than a walk of its orders.
 func TestCatalogIndexedScan(t *testing.T) {
 	withIndex(t, indexInline)
-	defer func(n int) { walkBudget = n }(walkBudget)
-	walkBudget = 0
+	defer func(b bool) { enumerateAlways = b }(enumerateAlways)
+	enumerateAlways = true
 	catalogtest.Run(t, openStore)
 }
 
@@ -75,22 +76,22 @@ func TestListPlans(t *testing.T) {
 	for _, s := range []string{cve.SortPublished, cve.SortEPSS, cve.SortCVSS, cve.SortCVE, cve.SortFix, cve.SortKEV} {
 		for _, desc := range []bool{true, false} {
 			q := cve.ListQuery{Sort: s, Desc: desc, Limit: 50, After: &cve.Position{Value: 1, Key: 2}, KEV: ptr(true), Years: []int{2024}}
-			p, err := newListPlan(q)
+			p, err := catalog.NewListPlan(q, &dialect)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, step := range []listStep{stepAll, stepTies, stepBeyond} {
-				if step == stepTies && s == cve.SortCVE {
+			for _, step := range []catalog.ListStep{catalog.StepAll, catalog.StepTies, catalog.StepBeyond} {
+				if step == catalog.StepTies && s == cve.SortCVE {
 					continue
 				}
-				query, args := p.sql(step, 51)
+				query, args := p.SQL(step, 51)
 				plan := explain(t, db, query, args)
-				wantSeek := "SEARCH records USING INDEX " + listIndex(p.col) + " ("
-				if step == stepAll {
-					wantSeek = "USING INDEX " + listIndex(p.col)
+				wantSeek := "SEARCH records USING INDEX " + listIndex(p.Col) + " ("
+				if step == catalog.StepAll {
+					wantSeek = "USING INDEX " + listIndex(p.Col)
 				}
-				if step == stepTies {
-					wantSeek += p.col + "=? AND key"
+				if step == catalog.StepTies {
+					wantSeek += p.Col + "=? AND key"
 				}
 				if strings.Contains(plan, "TEMP B-TREE") || !strings.Contains(plan, wantSeek) {
 					t.Errorf("sort %s desc=%v step %d: want %q in plan\n%s", s, desc, step, wantSeek, plan)
@@ -152,6 +153,56 @@ func BenchmarkList(b *testing.B) {
 					q.After = page.Next
 				}
 			})
+		}
+	}
+}
+
+// TestListIndexMatchesDatabase asks random queries of every filter, sort,
+// direction and page size of the summary index and of the database, page
+// after page, and wants the same pages: the walks, their budgets and the
+// drivers of the index against the SQL of the database.
+func TestListIndexMatchesDatabase(t *testing.T) {
+	db := mustOpenListDB(t)
+	rows := catalogtest.GenRows(rand.New(rand.NewPCG(5, 6)), 3000)
+	catalogtest.PutRows(t, db, rows)
+	rng := rand.New(rand.NewPCG(7, 8))
+	sorts := []string{cve.SortPublished, cve.SortEPSS, cve.SortCVSS, cve.SortCVE, cve.SortFix, cve.SortKEV}
+	sevs := []string{cve.SeverityCritical, cve.SeverityHigh, cve.SeverityMedium, cve.SeverityLow, cve.SeverityNone}
+	words := []string{"overflow", "kernel", "log4j", "denial service", "jndi"}
+	pageAll := func(mode int, q cve.ListQuery) []string {
+		old := summaryIndexMode
+		summaryIndexMode = mode
+		defer func() { summaryIndexMode = old }()
+		return catalogtest.PageAll(t, db, q, nil)
+	}
+	for i := range 100 {
+		q := cve.ListQuery{Sort: sorts[rng.IntN(len(sorts))], Desc: rng.IntN(2) == 0, Limit: 20 + rng.IntN(60)}
+		if rng.IntN(3) == 0 {
+			for range 1 + rng.IntN(2) {
+				q.Severities = append(q.Severities, sevs[rng.IntN(len(sevs))])
+			}
+		}
+		if rng.IntN(3) == 0 {
+			q.KEV = ptr(rng.IntN(2) == 0)
+		}
+		if rng.IntN(3) == 0 {
+			q.Fix = ptr(rng.IntN(2) == 0)
+		}
+		if rng.IntN(3) == 0 {
+			q.EPSSMin = ptr(float64(rng.IntN(50)) / 49)
+		}
+		if rng.IntN(3) == 0 {
+			for range 1 + rng.IntN(3) {
+				q.Years = append(q.Years, 1998+rng.IntN(30))
+			}
+		}
+		if rng.IntN(4) == 0 {
+			q.Q = words[rng.IntN(len(words))]
+		}
+		want := pageAll(indexOff, q)
+		got := pageAll(indexInline, q)
+		if !slices.Equal(want, got) {
+			t.Fatalf("query %d %+v: the index lists %d records, the database %d:\nindex    %v\ndatabase %v", i, q, len(got), len(want), got, want)
 		}
 	}
 }
