@@ -56,6 +56,9 @@ type Index struct {
 	// free are the slots of CVEs that an earlier Refresh dropped, whose
 	// entries are gone: free to take.
 	free []int32
+	// unswept counts the slots dropped whose entries are still in
+	// products: while it is 0, readers need not look at each entry's CVE.
+	unswept int
 }
 
 // stamp is the time the catalog last modified a record, in Unix
@@ -530,6 +533,7 @@ func (x *Index) addFixes(f *fixes) int32 {
 func (x *Index) dropSlot(key int64, slot int32) int32 {
 	x.cves[slot].flags |= dropped
 	delete(x.slots, key)
+	x.unswept++
 	return slot
 }
 
@@ -608,6 +612,7 @@ func (x *Index) sweep(drop []int32, changed map[string]bool) {
 		x.cves[slot] = cveEntry{flags: dropped}
 	}
 	x.free = append(x.free, drop...)
+	x.unswept = 0
 }
 
 // compact gives back the room that appends left at the end of the

@@ -168,7 +168,7 @@ func (x *Index) judge(item device.Software, kbs map[string]bool, found func(entr
 					}
 					done[en] = true
 				}
-				if x.cves[en.slot].flags&dropped != 0 {
+				if x.unswept > 0 && x.cves[en.slot].flags&dropped != 0 {
 					continue
 				}
 				fx := x.fixes[en.fixes]
