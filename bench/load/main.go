@@ -232,6 +232,7 @@ func cveMain(args []string) {
 	dur := fs.Duration("duration", 10*time.Second, "duration of each round of each side")
 	rounds := fs.Int("rounds", 3, "rounds of each side, alternating")
 	pid := fs.Int("pid", 0, "process id of the server, for its RSS")
+	only := fs.String("mixes", "id,cold,list,batch,querybatch,bulk", "the mixes to run, comma-separated: id (2,000 ids), cold (20,000 ids), list, batch, querybatch, bulk")
 	seed := fs.Uint64("seed", 1, "seed of the request mixes")
 	fs.Parse(args)
 	if u, err := url.Parse(*base); err != nil || (u.Hostname() != "127.0.0.1" && u.Hostname() != "localhost") {
@@ -250,9 +251,15 @@ func cveMain(args []string) {
 		log.Fatal("the catalog is empty")
 	}
 
+	mixes := map[string]bool{}
+	for _, m := range strings.Split(*only, ",") {
+		mixes[strings.TrimSpace(m)] = true
+	}
+
 	// GET by id twice: 2,000 ids asked again and again, as the records in
 	// the news are, and 20,000 ids from the whole catalog, most of them
-	// out of the server's memory.
+	// out of the server's memory. The requests of every mix are drawn
+	// whichever run, so that a mix asks the same with -mixes as without.
 	var recReqs, coldReqs, listReqs, batchReqs []*request
 	for range 2000 {
 		recReqs = append(recReqs, &request{method: "GET", path: "/cve/" + ids[rng.IntN(len(ids))]})
@@ -260,7 +267,11 @@ func cveMain(args []string) {
 	for range 20000 {
 		coldReqs = append(coldReqs, &request{method: "GET", path: "/cve/" + ids[rng.IntN(len(ids))]})
 	}
-	for _, q := range listQueries(rng, 150) {
+	queries := listQueries(rng, 150)
+	if !mixes["list"] {
+		queries = nil
+	}
+	for _, q := range queries {
 		// Each query, then two pages further by its cursor.
 		path := "/cve?" + q
 		for page := 0; page < 3 && path != ""; page++ {
@@ -290,13 +301,22 @@ func cveMain(args []string) {
 		body, _ := json.Marshal(b)
 		batchReqs = append(batchReqs, &request{method: "POST", path: "/cve/batch", body: body})
 	}
+	if !mixes["cold"] {
+		coldReqs = nil
+	}
+	if !mixes["id"] {
+		recReqs = nil
+	}
 	coldReqs = capture(client, api, coldReqs)
 	recReqs = capture(client, api, recReqs)
 	batchReqs = capture(client, api, batchReqs)
 	// The OSV API's querybatch: 1,000 packages of the catalog's fixes each,
 	// at their fixed versions, once the server's package index is built.
-	waitForPackageIndex(client, *base)
-	osvReqs := capture(client, *base, querybatchRequests(rng, batchReqs, 20))
+	var osvReqs []*request
+	if mixes["querybatch"] {
+		waitForPackageIndex(client, *base)
+		osvReqs = capture(client, *base, querybatchRequests(rng, batchReqs, 20))
+	}
 
 	all := slices.Concat(recReqs, coldReqs, listReqs, batchReqs, bulkReqs, osvReqs)
 	b := startBare(all, "/api/v1")
@@ -306,17 +326,27 @@ func cveMain(args []string) {
 	mix := func(name string, reqs []*request, conns int, d time.Duration) (result, result) {
 		return interleaved(name, api, bareAPI, reqs, conns, d, *rounds, *seed)
 	}
-	mix(fmt.Sprintf("GET /cve/{id} (%d ids)", len(recReqs)), recReqs, *conns, *dur)
-	mix(fmt.Sprintf("GET /cve/{id} (%d ids of the whole catalog)", len(coldReqs)), coldReqs, *conns, *dur)
-	mix(fmt.Sprintf("GET /cve?… limit=50 (%d queries)", len(listReqs)), listReqs, *queryConns, *dur)
-	mix("POST /cve/batch (100 ids)", batchReqs, *queryConns, *dur)
+	if mixes["id"] {
+		mix(fmt.Sprintf("GET /cve/{id} (%d ids)", len(recReqs)), recReqs, *conns, *dur)
+	}
+	if mixes["cold"] {
+		mix(fmt.Sprintf("GET /cve/{id} (%d ids of the whole catalog)", len(coldReqs)), coldReqs, *conns, *dur)
+	}
+	if mixes["list"] {
+		mix(fmt.Sprintf("GET /cve?… limit=50 (%d queries)", len(listReqs)), listReqs, *queryConns, *dur)
+	}
+	if mixes["batch"] {
+		mix("POST /cve/batch (100 ids)", batchReqs, *queryConns, *dur)
+	}
 	if len(osvReqs) > 0 {
 		interleaved("POST /osv/v1/querybatch (1,000 packages)", *base, b.addr, osvReqs, *queryConns, *dur, *rounds, *seed)
 	}
-	ra, rb := mix("GET /cve/bulk.jsonl", bulkReqs, 1, *dur)
-	fmt.Printf("\nbulk.jsonl: %.1f MB per stream; lookup API %.0f MB/s, bare handler %.0f MB/s (%.0f%%)\n",
-		float64(len(bulk.resp))/1e6, float64(ra.bytes)/1e6/ra.elapsed.Seconds(), float64(rb.bytes)/1e6/rb.elapsed.Seconds(),
-		100*float64(ra.bytes)/ra.elapsed.Seconds()/(float64(rb.bytes)/rb.elapsed.Seconds()))
+	if mixes["bulk"] {
+		ra, rb := mix("GET /cve/bulk.jsonl", bulkReqs, 1, *dur)
+		fmt.Printf("\nbulk.jsonl: %.1f MB per stream; lookup API %.0f MB/s, bare handler %.0f MB/s (%.0f%%)\n",
+			float64(len(bulk.resp))/1e6, float64(ra.bytes)/1e6/ra.elapsed.Seconds(), float64(rb.bytes)/1e6/rb.elapsed.Seconds(),
+			100*float64(ra.bytes)/ra.elapsed.Seconds()/(float64(rb.bytes)/rb.elapsed.Seconds()))
+	}
 	if *pid > 0 {
 		// RssAnon is the server's own memory; RssFile the pages of the
 		// files it maps (its binary, SQLite's WAL index), page cache the
