@@ -230,40 +230,40 @@ const memoList = 16
 
 // memo keeps the answers of matchEntry for one item, by set of atoms.
 type memo struct {
-	list []judged
-	at   map[int32]int // index in list, once it holds more than memoList
+	list []*judged
+	at   map[int32]*judged // once it holds more than memoList
 }
 
 // find returns the answer for a set of atoms, nil when there is none yet.
 func (m *memo) find(fixes int32) *judged {
 	if m.at != nil {
-		if i, ok := m.at[fixes]; ok {
-			return &m.list[i]
-		}
-		return nil
+		return m.at[fixes]
 	}
-	for i := range m.list {
-		if m.list[i].fixes == fixes {
-			return &m.list[i]
+	for _, j := range m.list {
+		if j.fixes == fixes {
+			return j
 		}
 	}
 	return nil
 }
 
-// add keeps an answer and returns it, valid until the next add.
+// add keeps an answer and returns it.
 func (m *memo) add(j judged) *judged {
-	m.list = append(m.list, j)
-	n := len(m.list)
+	p := &j
 	switch {
 	case m.at != nil:
-		m.at[j.fixes] = n - 1
-	case n > memoList:
-		m.at = make(map[int32]int, 2*n)
-		for i, o := range m.list {
-			m.at[o.fixes] = i
+		m.at[j.fixes] = p
+	case len(m.list) < memoList:
+		m.list = append(m.list, p)
+	default:
+		m.at = make(map[int32]*judged, 2*memoList)
+		for _, o := range m.list {
+			m.at[o.fixes] = o
 		}
+		m.at[j.fixes] = p
+		m.list = nil
 	}
-	return &m.list[n-1]
+	return p
 }
 
 func normKB(id string) string {
