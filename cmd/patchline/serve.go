@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -26,7 +27,7 @@ import (
 
 func init() {
 	commands["serve"] = command{
-		usage: "[--data DIR] [--catalog-db DSN] [--control-db DSN] [--cve-addr HOST:PORT] [--control-addr HOST:PORT] [--tls-cert FILE --tls-key FILE] [--rate-limit N/DURATION|off] [--redis URL] [--public-url URL] [--max-streams N] [--sync-every DURATION] [--nvd-api-key KEY]",
+		usage: "[--data DIR] [--catalog-db DSN] [--control-db DSN] [--cve-addr HOST:PORT] [--control-addr HOST:PORT] [--tls-cert FILE --tls-key FILE] [--rate-limit N/DURATION|off] [--redis URL] [--public-url URL] [--max-streams N] [--memory-limit SIZE|off] [--sync-every DURATION] [--nvd-api-key KEY]",
 		run:   runServe,
 	}
 }
@@ -60,6 +61,13 @@ type ServeConfig struct {
 	// MaxStreams bounds the bulk streams the lookup API serves at once;
 	// 0 means lookupapi.DefaultMaxStreams.
 	MaxStreams int
+	// MemoryLimit is the soft limit of the Go runtime's memory: a size
+	// ("256MiB", "1GiB", bytes without unit) or "off". GOMEMLIMIT, when
+	// set, wins over it.
+	MemoryLimit string
+
+	// memoryLimit is MemoryLimit in bytes, 0 for off, as Validate read it.
+	memoryLimit int64
 
 	// tlsCert is the certificate Validate loaded.
 	tlsCert *tls.Certificate
@@ -82,6 +90,7 @@ func bindServeFlags(fs *flag.FlagSet, c *ServeConfig) {
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate (with its intermediates) to serve both listeners over TLS; needs --tls-key")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.IntVar(&c.MaxStreams, "max-streams", lookupapi.DefaultMaxStreams, "bulk streams of the lookup API served at once per replica; more get 503")
+	fs.StringVar(&c.MemoryLimit, "memory-limit", defaultMemoryLimit, "soft limit of the Go heap, such as 256MiB or 1GiB, or off (GOMEMLIMIT wins when set)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&c.SyncEvery, "sync-every", 0, "sync the catalog from the upstream feeds at this interval (0: off)")
 	fs.StringVar(&c.SyncSources, "sync-sources", "", "comma-separated SOURCE or SOURCE=URL to sync (default all, at their upstream URLs)")
@@ -111,6 +120,14 @@ func (c *ServeConfig) Validate() error {
 	case c.MaxStreams == 0:
 		c.MaxStreams = lookupapi.DefaultMaxStreams
 	}
+	if c.MemoryLimit == "" {
+		c.MemoryLimit = defaultMemoryLimit
+	}
+	limit, err := parseSize(c.MemoryLimit)
+	if err != nil {
+		return fmt.Errorf("--memory-limit %q: %v", c.MemoryLimit, err)
+	}
+	c.memoryLimit = limit
 	if err := c.loadTLS(); err != nil {
 		return err
 	}
@@ -174,6 +191,10 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	}
 	m := NewMain(c, newLogger(env.Stderr, c.LogLevel))
 	defer m.Close()
+	if env.Getenv("GOMEMLIMIT") == "" && c.memoryLimit > 0 {
+		debug.SetMemoryLimit(c.memoryLimit)
+		m.Logger.Info("memory limit", "bytes", c.memoryLimit)
+	}
 	return m.Run(ctx)
 }
 

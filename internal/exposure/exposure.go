@@ -188,6 +188,10 @@ type Store interface {
 	// PutRisks stores the risk of CVEs, replacing what was stored.
 	PutRisks(ctx context.Context, risks []Risk) error
 
+	// PutScores stores the risk of CVEs but for their description, which
+	// stays as stored (empty for a CVE not stored yet).
+	PutScores(ctx context.Context, risks []Risk) error
+
 	// AgentVulnerabilities returns the CVEs of an agent in risk order. It
 	// returns errs.ErrNotFound for an unknown or removed agent.
 	AgentVulnerabilities(ctx context.Context, agentID string) ([]AgentVulnerability, error)

@@ -1,6 +1,7 @@
 package exposure
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -21,56 +22,135 @@ import (
 // product name, see Key), the CVEs whose remediation names it and their
 // atoms, with the fixed versions and affected ranges parsed once. It keeps
 // of each atom only what matching needs, and shares what repeats across
-// CVEs (names, versions parsed or not, ranges) through its pool: a catalog
-// of 300,000 CVEs names a few thousand distinct products and fixes.
+// CVEs (names, versions parsed or not, ranges, a product's set of atoms)
+// through its pool: a catalog of 300,000 CVEs names a few thousand
+// distinct products and fixes.
+//
+// Its bulk, an entry per product of each CVE (millions at 300,000 CVEs),
+// is kept in arrays of integers that the garbage collector need not scan:
+// an entry names its CVE by slot in cves and its atoms by id in fixes. A
+// CVE keeps what ranks it (KEV, EPSS, CVSS, severity) and when the
+// catalog last modified it, not its description.
 type Index struct {
 	mu       sync.RWMutex
-	products map[string][]entry // by Key
-	cves     map[string]*cveEntry
-	// bare are the CVEs whose record names no product, with the time the
-	// catalog last modified it: read once, and again when modified.
-	bare map[string]time.Time
-	// advisories are the CVEs whose atoms name an advisory (GHSA,
-	// PYSEC, RUSTSEC, GO, DSA, ALSA ...), by the advisory's id in upper
-	// case.
-	advisories map[string][]*cveEntry
+	products map[string][]entry // by Key, each in CVE order
+	slots    map[int64]int32    // by cve.Key: the CVE's slot in cves
+	cves     []cveEntry         // by slot
+	fixes    []*fixes           // by id, the entries' fixes
+	// bare are the CVEs whose record names no product, by cve.Key, with
+	// the time the catalog last modified it: read once, and again when
+	// modified.
+	bare map[int64]stamp
+	// advisories are the slots of the CVEs whose atoms name an advisory
+	// (GHSA, PYSEC, RUSTSEC, GO, DSA, ALSA ...), by the advisory's id in
+	// upper case.
+	advisories map[string][]int32
 	// built is true once a Refresh has completed.
 	built bool
 	// wanted is set by Want: a reader other than the agents' evaluation
 	// asked for the index.
 	wanted atomic.Bool
-	// refresh serializes Refresh, the only user of pool.
+	// refresh serializes Refresh, the only user of pool and free.
 	refresh sync.Mutex
 	pool    pool
+	// free are the slots of CVEs that an earlier Refresh dropped, whose
+	// entries are gone: free to take.
+	free []int32
+	// unswept counts the slots dropped whose entries are still in
+	// products: while it is 0, readers need not look at each entry's CVE.
+	unswept int
 }
 
-// cveEntry is what the index knows of one CVE.
-type cveEntry struct {
-	modified   time.Time
-	risk       Risk
-	products   []*fixes
-	advisories []string // the ids of advisories its atoms name
-}
+// stamp is the time the catalog last modified a record, in Unix
+// nanoseconds; 0 when the catalog gives none.
+type stamp int64
 
-// keys returns the product keys of e's entries.
-func (e *cveEntry) keys() []string {
-	var keys []string
-	for _, f := range e.products {
-		keys = append(keys, productKeys(f.ecosystem, f.product)...)
+func stampOf(t *time.Time) stamp {
+	if t == nil || t.IsZero() {
+		return 0
 	}
-	return keys
+	return stamp(t.UnixNano())
 }
 
-// entry is one product of one CVE. It holds the CVE's id beside the
-// pointer: a query reads the ids of a product's entries in a row, without
-// a visit to each CVE.
+// time returns the stamp as a time, the zero time for none.
+func (s stamp) time() time.Time {
+	if s == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, int64(s)).UTC()
+}
+
+// cveEntry is what the index knows of one CVE: no pointer, so that the
+// collector does not look into the array that holds them.
+type cveEntry struct {
+	key        int64 // cve.Key of its id
+	modified   stamp
+	epss, cvss float64
+	severity   uint8 // see severityCode
+	flags      uint8
+}
+
+// The flags of a cveEntry.
+const (
+	hasEPSS uint8 = 1 << iota
+	hasCVSS
+	isKEV
+	// dropped: the CVE left the index (removed from the catalog, or read
+	// again into another slot); readers skip its entries until the
+	// refresh that dropped it removes them.
+	dropped
+)
+
+// severities are the severities a cveEntry codes as 1 to 5; 0 is none,
+// and otherSeverity one the index does not know, which never compares
+// equal, so that its CVE's risk is stored again at each refresh.
+var severities = []string{cve.SeverityCritical, cve.SeverityHigh, cve.SeverityMedium, cve.SeverityLow, cve.SeverityNone}
+
+const otherSeverity = 255
+
+func severityCode(s string) uint8 {
+	if s == "" {
+		return 0
+	}
+	if i := slices.Index(severities, s); i >= 0 {
+		return uint8(i + 1)
+	}
+	return otherSeverity
+}
+
+// setRisk keeps what ranks a CVE of r.
+func (e *cveEntry) setRisk(r Risk) {
+	e.flags &^= hasEPSS | hasCVSS | isKEV
+	e.epss, e.cvss = 0, 0
+	if r.EPSS != nil {
+		e.flags |= hasEPSS
+		e.epss = *r.EPSS
+	}
+	if r.CVSS != nil {
+		e.flags |= hasCVSS
+		e.cvss = *r.CVSS
+	}
+	if r.KEV {
+		e.flags |= isKEV
+	}
+	e.severity = severityCode(r.Severity)
+}
+
+// sameRisk reports whether r ranks the CVE as e does.
+func (e *cveEntry) sameRisk(r Risk) bool {
+	var other cveEntry
+	other.setRisk(r)
+	const risk = hasEPSS | hasCVSS | isKEV
+	return e.flags&risk == other.flags&risk && e.epss == other.epss && e.cvss == other.cvss &&
+		e.severity == other.severity && e.severity != otherSeverity
+}
+
+// entry is one product of one CVE: the CVE's slot in Index.cves and the
+// id of its atoms for the product in Index.fixes.
 type entry struct {
-	cve *cveEntry
-	*fixes
-	id string
+	slot  int32
+	fixes int32
 }
-
-func (en entry) cveID() string { return en.id }
 
 // fixes are the atoms of a product, which the entries of every CVE with
 // the same atoms for the product share.
@@ -79,6 +159,7 @@ type fixes struct {
 	product   string
 	arch      string // Windows: the architecture the product names, "" for any
 	atoms     []*atom
+	keys      []string // productKeys of ecosystem and product
 }
 
 // atom is what matching needs of a remediation atom, its versions parsed.
@@ -103,11 +184,12 @@ type bound struct {
 	v  version.Version
 }
 
-// pool hands out one copy of each string, parsed version and parsed
-// range the index holds. It keeps what CVEs removed from the index named:
-// that is bounded by the distinct values the catalog ever had.
+// pool hands out one copy of each string, parsed version, parsed range
+// and set of atoms the index holds. It keeps what CVEs removed from the
+// index named: that is bounded by the distinct values the catalog ever
+// had.
 type pool struct {
-	fixes    map[string]*fixes // by ecosystem, product and atom ids
+	fixes    map[string]int32 // ids in Index.fixes, by ecosystem, product and atom ids
 	atoms    map[atomKey]*atom
 	strs     map[string]string
 	versions map[string]parsedVersion // by ecosystem, NUL, version
@@ -176,8 +258,8 @@ func (p *pool) rangeOf(ecosystem, s string) ([]bound, bool) {
 
 // NewIndex returns an empty index.
 func NewIndex() *Index {
-	return &Index{products: map[string][]entry{}, cves: map[string]*cveEntry{}, bare: map[string]time.Time{},
-		advisories: map[string][]*cveEntry{}}
+	return &Index{products: map[string][]entry{}, slots: map[int64]int32{}, bare: map[int64]stamp{},
+		advisories: map[string][]int32{}}
 }
 
 // Built reports whether the index has been refreshed from the catalog at
@@ -195,17 +277,21 @@ func (x *Index) Want() { x.wanted.Store(true) }
 // Wanted reports whether Want was called.
 func (x *Index) Wanted() bool { return x.wanted.Load() }
 
-// CVE returns what the index knows of a CVE: its risk and the time the
-// catalog last modified its record. ok is false for a CVE the index does
-// not hold (unknown to the catalog, or naming no product).
-func (x *Index) CVE(id string) (risk Risk, modified time.Time, ok bool) {
+// Modified returns the time the catalog last modified the record of a
+// CVE the index holds. ok is false for a CVE the index does not hold
+// (unknown to the catalog, or naming no product).
+func (x *Index) Modified(id string) (modified time.Time, ok bool) {
+	key, ok := cve.Key(id)
+	if !ok {
+		return time.Time{}, false
+	}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	e, ok := x.cves[id]
+	slot, ok := x.slots[key]
 	if !ok {
-		return Risk{}, time.Time{}, false
+		return time.Time{}, false
 	}
-	return e.risk, e.modified, true
+	return x.cves[slot].modified.time(), true
 }
 
 // Advisory returns the CVEs whose fixes an advisory gives (its id in any
@@ -213,12 +299,18 @@ func (x *Index) CVE(id string) (risk Risk, modified time.Time, ok bool) {
 // none for an advisory the index does not know.
 func (x *Index) Advisory(id string) []string {
 	x.mu.RLock()
-	defer x.mu.RUnlock()
-	var out []string
-	for _, e := range x.advisories[strings.ToUpper(strings.TrimSpace(id))] {
-		out = append(out, e.risk.CVEID)
+	var keys []int64
+	for _, slot := range x.advisories[strings.ToUpper(strings.TrimSpace(id))] {
+		if e := &x.cves[slot]; e.flags&dropped == 0 {
+			keys = append(keys, e.key)
+		}
 	}
-	slices.SortFunc(out, cve.Compare)
+	x.mu.RUnlock()
+	slices.Sort(keys)
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, cve.IDOfKey(k))
+	}
 	return out
 }
 
@@ -226,7 +318,7 @@ func (x *Index) Advisory(id string) []string {
 func (x *Index) Len() int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	return len(x.cves)
+	return len(x.slots)
 }
 
 // Update is what Refresh changed.
@@ -234,8 +326,13 @@ type Update struct {
 	// Keys are the product keys whose atoms changed: the agents holding
 	// one of them must be evaluated again.
 	Keys []string
-	// Risks are the CVEs of the index whose risk is new or changed.
+	// Risks are the CVEs new to the index or read again, with their
+	// description (Refresh only: RefreshTo hands them on).
 	Risks []Risk
+	// Scores are the CVEs of the index whose record did not change but
+	// whose risk did (KEV, EPSS, CVSS or severity): their Description is
+	// not read, and empty (Refresh only).
+	Scores []Risk
 	// Records is how many records were read again.
 	Records int
 }
@@ -247,165 +344,295 @@ type Update struct {
 // (hasRemediation false) is read too: it may name versions affected with
 // no fix known.
 func (x *Index) Refresh(ctx context.Context, cat cve.Catalog) (Update, error) {
-	x.refresh.Lock()
-	defer x.refresh.Unlock()
-	var up Update
-	changed := map[string]bool{}
-	seen := map[string]bool{}
-	inserted := false
-	err := cat.Walk(ctx, "", func(s cve.Summary) error {
-		seen[s.CVEID] = true
-		x.mu.RLock()
-		old := x.cves[s.CVEID]
-		x.mu.RUnlock()
-		risk := riskOf(s)
-		seenBefore := func(modified time.Time) bool { return s.ModifiedAt != nil && !s.ModifiedAt.After(modified) }
-		if old == nil {
-			x.mu.RLock()
-			modified, bare := x.bare[s.CVEID]
-			x.mu.RUnlock()
-			if bare && seenBefore(modified) {
-				return nil
-			}
+	var risks, scores []Risk
+	up, err := x.RefreshTo(ctx, cat, func(batch []Risk, scoresOnly bool) error {
+		if scoresOnly {
+			scores = append(scores, batch...)
+		} else {
+			risks = append(risks, batch...)
 		}
-		if old != nil && seenBefore(old.modified) {
-			if !sameRisk(old.risk, risk) {
-				risk.Description = old.risk.Description
-				x.mu.Lock()
-				old.risk = risk
-				x.mu.Unlock()
-				up.Risks = append(up.Risks, risk)
-			}
-			return nil
-		}
-		r, err := cat.Record(ctx, s.CVEID)
-		if errors.Is(err, errs.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read %s: %w", s.CVEID, err)
-		}
-		up.Records++
-		products := x.pool.productsOf(r)
-		advisories := x.pool.advisoriesOf(r)
-		if r.Description != nil {
-			risk.Description = *r.Description
-		}
-		var modified time.Time
-		if s.ModifiedAt != nil {
-			modified = *s.ModifiedAt
-		}
-		x.mu.Lock()
-		defer x.mu.Unlock()
-		if old != nil {
-			for _, k := range old.keys() {
-				changed[k] = true
-			}
-			x.remove(old)
-		}
-		if len(products) == 0 {
-			x.bare[s.CVEID] = modified
-			return nil
-		}
-		delete(x.bare, s.CVEID)
-		e := &cveEntry{risk: risk, products: products, advisories: advisories, modified: modified}
-		for _, k := range x.insert(e) {
-			changed[k] = true
-		}
-		inserted = true
-		up.Risks = append(up.Risks, risk)
 		return nil
 	})
+	up.Risks, up.Scores = risks, scores
+	return up, err
+}
+
+// riskBatch is the most risks RefreshTo holds before it hands them on.
+const riskBatch = 1024
+
+// RefreshTo is Refresh, but it hands the risks it finds to put as it
+// goes, a batch at a time, rather than in the Update: those of Risks with
+// scoresOnly false, those of Scores with scoresOnly true. So a first
+// build holds the descriptions of a few records at a time, not of the
+// whole catalog. An error of put ends the refresh.
+func (x *Index) RefreshTo(ctx context.Context, cat cve.Catalog, put func(risks []Risk, scoresOnly bool) error) (Update, error) {
+	x.refresh.Lock()
+	defer x.refresh.Unlock()
+	r := refresh{x: x, changed: map[string]bool{}, put: put}
+	err := cat.Walk(ctx, "", func(s cve.Summary) error { return r.visit(ctx, cat, s) })
+	if err == nil {
+		err = r.flush()
+	}
 	if err != nil {
-		return up, fmt.Errorf("refresh exposure index: %w", err)
+		// What was read stays: the next refresh goes on from it.
+		x.mu.Lock()
+		x.sweep(r.drop, r.changed)
+		x.mu.Unlock()
+		return r.up, fmt.Errorf("refresh exposure index: %w", err)
+	}
+	if !slices.IsSorted(r.seen) {
+		slices.Sort(r.seen) // Walk promises CVE order; a search needs it
 	}
 	x.mu.Lock()
-	for id := range x.bare {
-		if !seen[id] {
-			delete(x.bare, id)
+	for key := range x.bare {
+		if _, found := slices.BinarySearch(r.seen, key); !found {
+			delete(x.bare, key)
 		}
 	}
-	for id, old := range x.cves {
-		if !seen[id] {
-			for _, k := range old.keys() {
-				changed[k] = true
-			}
-			x.remove(old)
+	for key, slot := range x.slots {
+		if _, found := slices.BinarySearch(r.seen, key); !found {
+			r.drop = append(r.drop, x.dropSlot(key, slot))
 		}
 	}
-	if inserted {
+	x.sweep(r.drop, r.changed)
+	if r.inserted || len(r.drop) > 0 {
 		x.compact()
 	}
 	x.built = true
 	x.mu.Unlock()
-	for k := range changed {
-		up.Keys = append(up.Keys, k)
+	for k := range r.changed {
+		r.up.Keys = append(r.up.Keys, k)
 	}
-	sort.Strings(up.Keys)
-	return up, nil
+	sort.Strings(r.up.Keys)
+	return r.up, nil
+}
+
+// refresh is the state of one Refresh.
+type refresh struct {
+	x       *Index
+	up      Update
+	changed map[string]bool
+	// seen are the keys of the catalog's CVEs, in the order of the walk:
+	// CVE order.
+	seen     []int64
+	drop     []int32 // the slots dropped
+	inserted bool
+	// risks and scores wait for put.
+	risks, scores []Risk
+	put           func(risks []Risk, scoresOnly bool) error
+}
+
+// flush hands the risks and scores found so far to put.
+func (r *refresh) flush() error {
+	if len(r.risks) > 0 {
+		if err := r.put(r.risks, false); err != nil {
+			return err
+		}
+		r.risks = r.risks[:0]
+	}
+	if len(r.scores) > 0 {
+		if err := r.put(r.scores, true); err != nil {
+			return err
+		}
+		r.scores = r.scores[:0]
+	}
+	return nil
+}
+
+// visit brings the index up to date with one summary of the walk.
+func (r *refresh) visit(ctx context.Context, cat cve.Catalog, s cve.Summary) error {
+	x := r.x
+	key, ok := cve.Key(s.CVEID)
+	if !ok {
+		return nil // not a canonical id: no CVE of the catalog
+	}
+	r.seen = append(r.seen, key)
+	modified := stampOf(s.ModifiedAt)
+	seenBefore := func(m stamp) bool { return s.ModifiedAt != nil && modified <= m }
+	risk := riskOf(s)
+	x.mu.RLock()
+	slot, held := x.slots[key]
+	var old cveEntry
+	if held {
+		old = x.cves[slot]
+	}
+	bareAt, bare := x.bare[key]
+	x.mu.RUnlock()
+	if !held && bare && seenBefore(bareAt) {
+		return nil
+	}
+	if held && seenBefore(old.modified) {
+		if !old.sameRisk(risk) {
+			x.mu.Lock()
+			x.cves[slot].setRisk(risk)
+			x.mu.Unlock()
+			r.scores = append(r.scores, risk)
+			if len(r.scores) >= riskBatch {
+				return r.flush()
+			}
+		}
+		return nil
+	}
+	rec, err := cat.Record(ctx, s.CVEID)
+	if errors.Is(err, errs.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", s.CVEID, err)
+	}
+	r.up.Records++
+	products := x.pool.productsOf(rec, x.addFixes)
+	advisories := x.pool.advisoriesOf(rec)
+	if rec.Description != nil {
+		risk.Description = *rec.Description
+	}
+	if !r.keep(key, slot, held, modified, risk, products, advisories) {
+		return nil
+	}
+	r.risks = append(r.risks, risk)
+	if len(r.risks) >= riskBatch {
+		return r.flush()
+	}
+	return nil
+}
+
+// keep puts a CVE read again into the index, in place of the one in slot
+// when held, and reports whether the index holds it: not when it names no
+// product.
+func (r *refresh) keep(key int64, slot int32, held bool, modified stamp, risk Risk, products []int32, advisories []string) bool {
+	x := r.x
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if held {
+		r.drop = append(r.drop, x.dropSlot(key, slot))
+	}
+	if len(products) == 0 {
+		x.bare[key] = modified
+		return false
+	}
+	delete(x.bare, key)
+	e := cveEntry{key: key, modified: modified}
+	e.setRisk(risk)
+	for _, k := range x.insert(e, products, advisories) {
+		r.changed[k] = true
+	}
+	r.inserted = true
+	return true
+}
+
+// addFixes gives f an id in x.fixes and returns it.
+func (x *Index) addFixes(f *fixes) int32 {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.fixes = append(x.fixes, f)
+	return int32(len(x.fixes) - 1)
+}
+
+// dropSlot takes a CVE out of the index, and returns its slot, whose
+// entries sweep removes; the caller holds mu.
+func (x *Index) dropSlot(key int64, slot int32) int32 {
+	x.cves[slot].flags |= dropped
+	delete(x.slots, key)
+	x.unswept++
+	return slot
 }
 
 // insert adds a CVE under the keys of its products, each list of entries
-// kept in CVE order, and returns those keys; the caller holds mu.
-func (x *Index) insert(e *cveEntry) []string {
-	keys := e.keys()
-	i := 0
-	for _, f := range e.products {
-		for range productKeys(f.ecosystem, f.product) {
-			k := x.pool.str(keys[i])
-			list, en := x.products[k], entry{cve: e, fixes: f, id: e.risk.CVEID}
+// kept in CVE order, and returns those keys; the caller holds mu and
+// refresh.
+func (x *Index) insert(e cveEntry, products []int32, advisories []string) []string {
+	var slot int32
+	if n := len(x.free); n > 0 {
+		slot, x.free = x.free[n-1], x.free[:n-1]
+		x.cves[slot] = e
+	} else {
+		slot = int32(len(x.cves))
+		x.cves = append(x.cves, e)
+	}
+	x.slots[e.key] = slot
+	var keys []string
+	for _, id := range products {
+		en := entry{slot: slot, fixes: id}
+		for _, k := range x.fixes[id].keys {
+			if slices.Contains(keys, k) {
+				continue // the same key of two products: one entry each still
+			}
+			keys = append(keys, k)
+		}
+		for _, k := range x.fixes[id].keys {
+			list := x.products[k]
 			// A build walks the catalog in CVE order: the new entry goes
 			// last, but for a CVE added or changed since.
 			at := len(list)
-			if at > 0 && cve.Compare(list[at-1].cveID(), en.cveID()) > 0 {
-				at, _ = slices.BinarySearchFunc(list, en, func(a, b entry) int { return cve.Compare(a.cveID(), b.cveID()) })
+			if at > 0 && x.cves[list[at-1].slot].key > e.key {
+				at, _ = slices.BinarySearchFunc(list, e.key, func(a entry, key int64) int { return cmp.Compare(x.cves[a.slot].key, key) })
 			}
 			x.products[k] = slices.Insert(list, at, en)
-			i++
 		}
 	}
-	x.cves[e.risk.CVEID] = e
-	for _, a := range e.advisories {
-		x.advisories[a] = append(x.advisories[a], e)
+	for _, a := range advisories {
+		x.advisories[a] = append(x.advisories[a], slot)
 	}
 	return keys
 }
 
-// remove drops a CVE; the caller holds mu.
-func (x *Index) remove(e *cveEntry) {
-	for _, k := range e.keys() {
-		list := x.products[k][:0]
-		for _, en := range x.products[k] {
-			if en.cve != e {
-				list = append(list, en)
+// sweep removes the entries of the dropped slots, marks the keys they were
+// under as changed, and frees the slots; the caller holds mu and refresh.
+// It goes once over every entry, whatever the number of slots.
+func (x *Index) sweep(drop []int32, changed map[string]bool) {
+	if len(drop) == 0 {
+		return
+	}
+	for k, list := range x.products {
+		kept := list[:0]
+		for _, en := range list {
+			if x.cves[en.slot].flags&dropped == 0 {
+				kept = append(kept, en)
 			}
 		}
-		if len(list) == 0 {
+		if len(kept) == len(list) {
+			continue
+		}
+		changed[k] = true
+		if len(kept) == 0 {
 			delete(x.products, k)
 		} else {
-			x.products[k] = list
+			x.products[k] = kept
 		}
 	}
-	delete(x.cves, e.risk.CVEID)
-	for _, a := range e.advisories {
-		list := slices.DeleteFunc(x.advisories[a], func(o *cveEntry) bool { return o == e })
+	for a, list := range x.advisories {
+		list = slices.DeleteFunc(list, func(slot int32) bool { return x.cves[slot].flags&dropped != 0 })
 		if len(list) == 0 {
 			delete(x.advisories, a)
 		} else {
 			x.advisories[a] = list
 		}
 	}
+	for _, slot := range drop {
+		x.cves[slot] = cveEntry{flags: dropped}
+	}
+	x.free = append(x.free, drop...)
+	x.unswept = 0
 }
 
 // compact gives back the room that appends left at the end of the
-// products' lists; the caller holds mu.
+// products' and advisories' lists and of cves; the caller holds mu.
 func (x *Index) compact() {
 	for k, list := range x.products {
-		if cap(list) > len(list)+len(list)/4 {
+		if cap(list) > len(list) {
 			x.products[k] = slices.Clone(list)
 		}
 	}
+	for a, list := range x.advisories {
+		if cap(list) > len(list) {
+			x.advisories[a] = slices.Clone(list)
+		}
+	}
+	x.cves = slices.Clip(x.cves)
 }
+
+// cveID returns the id of the CVE of an entry; the caller holds mu.
+func (x *Index) cveID(en entry) string { return cve.IDOfKey(x.cves[en.slot].key) }
 
 func riskOf(s cve.Summary) Risk {
 	r := Risk{CVEID: s.CVEID, KEV: s.IsKEV, EPSS: s.EPSS, CVSS: s.CVSS}
@@ -415,20 +642,10 @@ func riskOf(s cve.Summary) Risk {
 	return r
 }
 
-func sameRisk(a, b Risk) bool {
-	return a.KEV == b.KEV && eqFloat(a.EPSS, b.EPSS) && eqFloat(a.CVSS, b.CVSS) && a.Severity == b.Severity
-}
-
-func eqFloat(a, b *float64) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
-}
-
-// productsOf returns the products of a record with their atoms parsed.
-func (p *pool) productsOf(r *cve.Record) []*fixes {
-	var out []*fixes
+// productsOf returns the ids of the fixes of each product of a record,
+// its atoms parsed; add gives a new set of atoms its id.
+func (p *pool) productsOf(r *cve.Record, add func(*fixes) int32) []int32 {
+	var out []int32
 	for _, prod := range r.Remediation.Products {
 		if len(prod.Atoms) == 0 {
 			continue
@@ -440,18 +657,22 @@ func (p *pool) productsOf(r *cve.Record) []*fixes {
 			atoms[i] = p.atom(prod.Ecosystem, a)
 			key = binary.LittleEndian.AppendUint32(key, atoms[i].id)
 		}
-		f, ok := p.fixes[string(key)]
+		id, ok := p.fixes[string(key)]
 		if !ok {
-			f = &fixes{ecosystem: p.str(prod.Ecosystem), product: p.str(prod.Product), atoms: atoms}
+			f := &fixes{ecosystem: p.str(prod.Ecosystem), product: p.str(prod.Product), atoms: atoms}
 			if f.ecosystem == "Windows" || f.ecosystem == "Microsoft" {
 				_, f.arch = windowsProduct(prod.Product)
 			}
-			if p.fixes == nil {
-				p.fixes = map[string]*fixes{}
+			for _, k := range productKeys(f.ecosystem, f.product) {
+				f.keys = append(f.keys, p.str(k))
 			}
-			p.fixes[string(key)] = f
+			id = add(f)
+			if p.fixes == nil {
+				p.fixes = map[string]int32{}
+			}
+			p.fixes[string(key)] = id
 		}
-		out = append(out, f)
+		out = append(out, id)
 	}
 	return out
 }

@@ -2,6 +2,8 @@ package exposure
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -19,6 +21,7 @@ type mapCatalog struct {
 	cve.Catalog
 	records  map[string]*cve.Record
 	modified map[string]time.Time
+	epss     map[string]float64 // scores, when given
 }
 
 func (c *mapCatalog) Walk(ctx context.Context, after string, fn func(cve.Summary) error) error {
@@ -30,7 +33,11 @@ func (c *mapCatalog) Walk(ctx context.Context, after string, fn func(cve.Summary
 	for _, id := range ids {
 		m := c.modified[id]
 		r := c.records[id]
-		if err := fn(cve.Summary{CVEID: id, ModifiedAt: &m, HasRemediation: r.Remediation.Available}); err != nil {
+		s := cve.Summary{CVEID: id, ModifiedAt: &m, HasRemediation: r.Remediation.Available}
+		if e, ok := c.epss[id]; ok {
+			s.EPSS = &e
+		}
+		if err := fn(s); err != nil {
 			return err
 		}
 	}
@@ -81,9 +88,8 @@ func TestRefreshSharesAndForgets(t *testing.T) {
 	if _, err := x.Refresh(ctx, cat); err != nil {
 		t.Fatal(err)
 	}
-	a, b := x.cves["CVE-2024-43451"], x.cves["CVE-2024-49039"]
-	if a == nil || b == nil || len(a.products) != 1 || a.products[0] != b.products[0] {
-		t.Fatalf("two CVEs fixed by one update do not share its atoms: %+v %+v", a, b)
+	if list := x.products[Key("Windows", "Windows 11 Version 23H2")]; len(list) != 2 || list[0].fixes != list[1].fixes {
+		t.Fatalf("two CVEs fixed by one update do not share its atoms: %+v", list)
 	}
 	pc := device.Inventory{Software: []device.Software{{Name: "Windows 11 Version 23H2", Version: "10.0.22631.4317", Ecosystem: "Windows", Arch: "x64"}}}
 	match := func() map[string]string {
@@ -120,6 +126,22 @@ func TestRefreshSharesAndForgets(t *testing.T) {
 	if x.Len() != 2 {
 		t.Fatalf("index holds %d CVEs, want 2", x.Len())
 	}
+
+	// A CVE added since takes the slot of one dropped before.
+	cat.records["CVE-2024-38063"] = windowsFix("CVE-2024-38063", "10.0.22631.4391", "KB5044380")
+	cat.modified["CVE-2024-38063"] = t0
+	if _, err := x.Refresh(ctx, cat); err != nil {
+		t.Fatal(err)
+	}
+	want = map[string]string{"CVE-2024-38063": "10.0.22631.4391", "CVE-2024-49039": "10.0.22631.4602"}
+	if got := match(); !maps.Equal(got, want) {
+		t.Fatalf("after an addition: %v, want %v", got, want)
+	}
+	// Four slots were taken before: three CVEs and the one CVE-2024-49039
+	// left when read again.
+	if len(x.cves) != 4 || x.Len() != 3 {
+		t.Errorf("%d slots for %d CVEs, want 4 for 3: a dropped slot is taken again", len(x.cves), x.Len())
+	}
 }
 
 // TestRefreshWithoutFix indexes a record that names versions affected with
@@ -147,7 +169,7 @@ func TestRefreshWithoutFix(t *testing.T) {
 			t.Errorf("refresh %d read %d records, want %d", i+1, up.Records, want)
 		}
 	}
-	if _, _, ok := x.CVE("CVE-2024-1135"); !ok || x.Len() != 1 {
+	if m, ok := x.Modified("CVE-2024-1135"); !ok || !m.Equal(t0) || x.Len() != 1 {
 		t.Fatalf("index holds %d CVEs, CVE-2024-1135 %v: want it alone", x.Len(), ok)
 	}
 	got := fixedOf(x.MatchPackage(sbom.Package{Ecosystem: "PyPI", Name: "gunicorn", Version: "21.2.0"}))
@@ -191,9 +213,69 @@ func TestRefreshKeepsCVEOrder(t *testing.T) {
 	}
 	var order []string
 	for _, en := range x.products[Key("Windows", "Windows 11 Version 23H2")] {
-		order = append(order, en.cveID())
+		order = append(order, x.cveID(en))
 	}
 	if !slices.Equal(order, ids) {
 		t.Errorf("entries in the order %v, want %v", order, ids)
+	}
+}
+
+// TestRefreshToRisks refreshes an index through RefreshTo: the records it
+// reads give their risks with their description, in batches, and a score
+// that changes without its record gives the new score alone.
+func TestRefreshToRisks(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2024, 11, 12, 18, 0, 0, 0, time.UTC)
+	cat := &mapCatalog{records: map[string]*cve.Record{}, modified: map[string]time.Time{}, epss: map[string]float64{}}
+	n := riskBatch + 10
+	for i := range n {
+		id := fmt.Sprintf("CVE-2024-%d", 10000+i)
+		r := windowsFix(id, "10.0.22631.4460", "KB5046633")
+		r.Description = str("about " + id)
+		cat.records[id], cat.modified[id], cat.epss[id] = r, t0, 0.1
+	}
+	type batch struct {
+		n          int
+		scoresOnly bool
+	}
+	var batches []batch
+	var last []Risk
+	put := func(risks []Risk, scoresOnly bool) error {
+		batches = append(batches, batch{len(risks), scoresOnly})
+		last = slices.Clone(risks)
+		return nil
+	}
+	x := NewIndex()
+	up, err := x.RefreshTo(ctx, cat, put)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []batch{{riskBatch, false}, {10, false}}; !slices.Equal(batches, want) || up.Records != n || up.Risks != nil {
+		t.Fatalf("first build: batches %v, %d records read, Risks %d; want %v, %d, none", batches, up.Records, len(up.Risks), want, n)
+	}
+	if r := last[9]; r.Description != "about "+r.CVEID || r.EPSS == nil || *r.EPSS != 0.1 {
+		t.Errorf("risk of a record read = %+v", r)
+	}
+
+	batches = nil
+	id := "CVE-2024-10003"
+	cat.epss[id] = 0.9
+	if up, err = x.RefreshTo(ctx, cat, put); err != nil {
+		t.Fatal(err)
+	}
+	if want := []batch{{1, true}}; !slices.Equal(batches, want) || up.Records != 0 || len(up.Keys) != 0 {
+		t.Fatalf("after a new score: batches %v, %d records read, keys %v; want %v, none, none", batches, up.Records, up.Keys, want)
+	}
+	if r := last[0]; r.CVEID != id || r.EPSS == nil || *r.EPSS != 0.9 || r.Description != "" {
+		t.Errorf("score = %+v, want %s at 0.9 without description", r, id)
+	}
+
+	stop := errors.New("store down")
+	if _, err := x.RefreshTo(ctx, cat, func([]Risk, bool) error { return stop }); err != nil {
+		t.Errorf("refresh with nothing to put: %v", err)
+	}
+	cat.modified[id] = t0.Add(time.Hour)
+	if _, err := x.RefreshTo(ctx, cat, func([]Risk, bool) error { return stop }); !errors.Is(err, stop) {
+		t.Errorf("refresh whose put fails: %v, want %v", err, stop)
 	}
 }

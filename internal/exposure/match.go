@@ -61,7 +61,7 @@ func (x *Index) Match(inv device.Inventory) (findings []Finding, keys []string) 
 		}
 		x.judge(item, kbs, func(en entry, f *Finding) bool {
 			g := *f
-			g.CVEID = en.cveID()
+			g.CVEID = x.cveID(en)
 			findings = append(findings, g)
 			return true
 		})
@@ -120,16 +120,16 @@ func (x *Index) AffectedCVEs(p sbom.Package, max int) (ids []string, complete bo
 		n = min(n, max)
 	}
 	ids = make([]string, 0, n)
-	var last *cveEntry
+	last := int32(-1)
 	complete = true
 	x.judge(item, nil, func(en entry, f *Finding) bool {
-		if (f.Status == Affected || p.Version == "") && en.cve != last {
+		if (f.Status == Affected || p.Version == "") && en.slot != last {
 			if max > 0 && len(ids) == max {
 				complete = false
 				return false
 			}
-			ids = append(ids, en.cveID())
-			last = en.cve
+			ids = append(ids, x.cveID(en))
+			last = en.slot
 		}
 		return true
 	})
@@ -152,8 +152,9 @@ func itemNames(item device.Software) []string {
 func (x *Index) judge(item device.Software, kbs map[string]bool, found func(entry, *Finding) bool) {
 	names := itemNames(item)
 	// entries visits the entries of the item's names, those of both names
-	// once, and on Windows only those of the item's architecture.
-	entries := func(yield func(entry) bool) {
+	// once, and on Windows only those of the item's architecture, but not
+	// those of CVEs dropped from the index.
+	entries := func(yield func(entry, *fixes) bool) {
 		var done map[entry]bool
 		if len(names) > 1 {
 			done = map[entry]bool{}
@@ -167,10 +168,14 @@ func (x *Index) judge(item device.Software, kbs map[string]bool, found func(entr
 					}
 					done[en] = true
 				}
-				if en.arch != "" && arch != "" && arch != en.arch {
+				if x.unswept > 0 && x.cves[en.slot].flags&dropped != 0 {
 					continue
 				}
-				if !yield(en) {
+				fx := x.fixes[en.fixes]
+				if fx.arch != "" && arch != "" && arch != fx.arch {
+					continue
+				}
+				if !yield(en, fx) {
 					return
 				}
 			}
@@ -179,13 +184,13 @@ func (x *Index) judge(item device.Software, kbs map[string]bool, found func(entr
 	// Rule 1 holds for the CVE, whichever of its products names the
 	// update: the CNA's product without KB and MSRC's with it are one
 	// Windows release.
-	var fixedByKB map[string]bool
+	var fixedByKB map[int64]bool
 	if len(kbs) > 0 {
-		fixedByKB = map[string]bool{}
-		for en := range entries {
-			for _, a := range en.atoms {
+		fixedByKB = map[int64]bool{}
+		for en, fx := range entries {
+			for _, a := range fx.atoms {
 				if a.kb != "" && kbs[normKB(a.kb)] {
-					fixedByKB[en.cveID()] = true
+					fixedByKB[x.cves[en.slot].key] = true
 				}
 			}
 		}
@@ -196,25 +201,69 @@ func (x *Index) judge(item device.Software, kbs map[string]bool, found func(entr
 	// product (a distribution's kernel erratum, a Patch Tuesday): each set
 	// of atoms is judged once.
 	installed := parseInstalled(item)
-	type judged struct {
-		f  Finding
-		ok bool
-	}
-	memo := map[*fixes]*judged{}
-	for en := range entries {
-		if fixedByKB != nil && fixedByKB[en.cveID()] {
+	var m memo
+	for en, fx := range entries {
+		if fixedByKB != nil && fixedByKB[x.cves[en.slot].key] {
 			continue
 		}
-		j := memo[en.fixes]
+		j := m.find(en.fixes)
 		if j == nil {
-			j = new(judged)
-			j.f, j.ok = matchEntry(en, item, installed)
-			memo[en.fixes] = j
+			f, ok := matchEntry(fx, item, installed)
+			j = m.add(judged{fixes: en.fixes, f: f, ok: ok})
 		}
 		if j.ok && !found(en, &j.f) {
 			return
 		}
 	}
+}
+
+// judged is the answer of matchEntry for one item and a set of atoms.
+type judged struct {
+	fixes int32
+	f     Finding
+	ok    bool
+}
+
+// memoList is the most answers a memo searches in a row before it keeps
+// a map of them: most packages have a few sets of atoms.
+const memoList = 16
+
+// memo keeps the answers of matchEntry for one item, by set of atoms.
+type memo struct {
+	list []*judged
+	at   map[int32]*judged // once it holds more than memoList
+}
+
+// find returns the answer for a set of atoms, nil when there is none yet.
+func (m *memo) find(fixes int32) *judged {
+	if m.at != nil {
+		return m.at[fixes]
+	}
+	for _, j := range m.list {
+		if j.fixes == fixes {
+			return j
+		}
+	}
+	return nil
+}
+
+// add keeps an answer and returns it.
+func (m *memo) add(j judged) *judged {
+	p := &j
+	switch {
+	case m.at != nil:
+		m.at[j.fixes] = p
+	case len(m.list) < memoList:
+		m.list = append(m.list, p)
+	default:
+		m.at = make(map[int32]*judged, 2*memoList)
+		for _, o := range m.list {
+			m.at[o.fixes] = o
+		}
+		m.at[j.fixes] = p
+		m.list = nil
+	}
+	return p
 }
 
 func normKB(id string) string {
@@ -238,10 +287,10 @@ func parseInstalled(item device.Software) installed {
 }
 
 // matchEntry applies the rule of Match to one item, its version parsed,
-// and one CVE's product, and returns the finding without its CVEID (the
+// and the atoms of one CVE's product, and returns the finding without its CVEID (the
 // caller's: the answer is that of every CVE with the same atoms). Match
 // has applied rule 1 already.
-func matchEntry(en entry, item device.Software, in installed) (Finding, bool) {
+func matchEntry(en *fixes, item device.Software, in installed) (Finding, bool) {
 	f := Finding{Ecosystem: en.ecosystem, Product: en.product, Package: item.Name, Installed: item.Version}
 	if item.Version == "" {
 		f.Status, f.Reason = Unknown, "no installed version is given"

@@ -1,6 +1,7 @@
 package exposure
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/patchline/patchline/internal/cve"
@@ -13,7 +14,8 @@ func str(s string) *string { return &s }
 func indexOf(records ...*cve.Record) *Index {
 	x := NewIndex()
 	for _, r := range records {
-		x.insert(&cveEntry{risk: Risk{CVEID: r.CVEID}, products: x.pool.productsOf(r)})
+		key, _ := cve.Key(r.CVEID)
+		x.insert(cveEntry{key: key}, x.pool.productsOf(r, x.addFixes), nil)
 	}
 	return x
 }
@@ -250,5 +252,26 @@ func TestMatchClickToRun(t *testing.T) {
 	if f.Status != Unknown || f.Product != "Microsoft 365 Apps for Enterprise for 64-bit Systems" || f.Fixed != "Click-to-Run release of 2023-02" ||
 		f.Reason != "the fix is known only as \u201cClick-to-Run release of 2023-02\u201d, which cannot be compared with the installed version (see https://aka.ms/OfficeSecurityReleases)" {
 		t.Errorf("finding %+v", f)
+	}
+}
+
+// TestMemo finds each answer it keeps, in its list and past it in its map.
+func TestMemo(t *testing.T) {
+	var m memo
+	for i := range int32(3 * memoList) {
+		if m.find(i) != nil {
+			t.Fatalf("find(%d) before add", i)
+		}
+		if j := m.add(judged{fixes: i, f: Finding{Fixed: fmt.Sprint(i)}, ok: i%2 == 0}); j.fixes != i {
+			t.Fatalf("add(%d) returned %d", i, j.fixes)
+		}
+		for k := range i + 1 {
+			if j := m.find(k); j == nil || j.f.Fixed != fmt.Sprint(k) || j.ok != (k%2 == 0) {
+				t.Fatalf("after %d adds, find(%d) = %+v", i+1, k, j)
+			}
+		}
+	}
+	if m.find(-1) != nil {
+		t.Error("find of a set never added")
 	}
 }

@@ -110,12 +110,20 @@ func (s *Service) RefreshCatalog(ctx context.Context) error {
 		return nil
 	}
 	start := time.Now()
-	up, err := s.Index.Refresh(ctx, s.Catalog)
+	up, err := s.Index.RefreshTo(ctx, s.Catalog, func(risks []Risk, scoresOnly bool) error {
+		if scoresOnly {
+			if err := s.Store.PutScores(ctx, risks); err != nil {
+				return fmt.Errorf("exposure: store scores: %w", err)
+			}
+			return nil
+		}
+		if err := s.Store.PutRisks(ctx, risks); err != nil {
+			return fmt.Errorf("exposure: store risks: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
-	}
-	if err := s.Store.PutRisks(ctx, up.Risks); err != nil {
-		return fmt.Errorf("exposure: store risks: %w", err)
 	}
 	queued, err := s.Store.QueueExposure(ctx, up.Keys)
 	if err != nil {

@@ -393,7 +393,7 @@ func (s *Server) osvQueryBatch(w http.ResponseWriter, r *http.Request) error {
 		}
 		n := 0
 		for _, id := range page {
-			_, modified, ok := idx.CVE(id)
+			modified, ok := idx.Modified(id)
 			if !ok {
 				continue // removed since the query was matched
 			}

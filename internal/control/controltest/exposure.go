@@ -120,6 +120,16 @@ func testExposure(t *testing.T, b *Backend) {
 		t.Errorf("the page after %s = %+v", wantIDs[0], page)
 	}
 
+	// New scores keep the description stored.
+	higher := 0.9
+	wantKind(t, s.PutScores(ctx, []exposure.Risk{{CVEID: "CVE-2024-0001", KEV: true, EPSS: &higher, CVSS: &cvss, Severity: "CRITICAL"}}), nil)
+	fleet, err = s.FleetVulnerabilities(ctx, exposure.FleetFilter{Limit: 1})
+	wantKind(t, err, nil)
+	if len(fleet) != 1 || fleet[0].EPSS == nil || *fleet[0].EPSS != higher || fleet[0].Description != "bad" {
+		t.Errorf("after PutScores: %+v, want EPSS %v and the description kept", fleet, higher)
+	}
+	wantKind(t, s.PutScores(ctx, []exposure.Risk{{CVEID: "CVE-2024-0001", KEV: true, EPSS: &epss, CVSS: &cvss, Severity: "CRITICAL"}}), nil)
+
 	// A change of the product's atoms queues its agents; a result of an
 	// older evaluation leaves them queued.
 	n, err := s.QueueExposure(ctx, append(keys, "Debian:12/none"))

@@ -77,17 +77,22 @@ const (
 	putRiskColumns = `cve_key, cve_id, kev, epss, cvss, severity, description`
 	riskConflict   = `ON CONFLICT (cve_key) DO UPDATE SET cve_id = excluded.cve_id, kev = excluded.kev, epss = excluded.epss,
 		cvss = excluded.cvss, severity = excluded.severity, description = excluded.description`
+	// scoreConflict is riskConflict but for the description.
+	scoreConflict = `ON CONFLICT (cve_key) DO UPDATE SET cve_id = excluded.cve_id, kev = excluded.kev, epss = excluded.epss,
+		cvss = excluded.cvss, severity = excluded.severity`
 )
 
 // sqlCVEFixes selects the fixes of one CVE, for each CVE of a page.
 const sqlCVEFixes = `SELECT ecosystem, product, fixed, kb, eol_from FROM cve_fixes
 	WHERE cve_key = ? ORDER BY ecosystem, product, fixed LIMIT 50`
 
-// exposureQueries are the statements of PutExposure and PutRisks.
+// exposureQueries are the statements of PutExposure, PutRisks and
+// PutScores.
 var exposureQueries = []string{
 	sqlAgentStatuses, sqlAgentFixes, sqlDeleteAgentVulnerabilities, insertOne("agent_vulnerabilities", agentVulnerabilityColumns, 13, doNothing),
 	sqlDeleteAgentProducts, insertOne("agent_products", "product_key, agent_id", 2, doNothing), sqlDequeueExposure,
 	sqlDecrementFix, sqlIncrementFix, sqlDeleteUnusedFixes, sqlAddCounts, insertOne("cve_risks", putRiskColumns, 7, riskConflict),
+	insertOne("cve_risks", putRiskColumns, 7, scoreConflict),
 }
 
 // PutExposure implements exposure.Store. It keeps the per-CVE counts of
@@ -346,6 +351,17 @@ func (s *Store) QueueExposure(ctx context.Context, keys []string) (int, error) {
 
 // PutRisks implements exposure.Store.
 func (s *Store) PutRisks(ctx context.Context, risks []exposure.Risk) error {
+	return s.putRisks(ctx, risks, riskConflict)
+}
+
+// PutScores implements exposure.Store.
+func (s *Store) PutScores(ctx context.Context, risks []exposure.Risk) error {
+	return s.putRisks(ctx, risks, scoreConflict)
+}
+
+// putRisks stores risks, with conflict saying what of a stored risk
+// changes.
+func (s *Store) putRisks(ctx context.Context, risks []exposure.Risk, conflict string) error {
 	if len(risks) == 0 {
 		return nil
 	}
@@ -366,7 +382,7 @@ func (s *Store) PutRisks(ctx context.Context, risks []exposure.Risk) error {
 			r := byKey[key]
 			rows[i] = []any{key, r.CVEID, r.KEV, orMinus(r.EPSS), orMinus(r.CVSS), r.Severity, r.Description}
 		}
-		return s.insertRows(ctx, tx, "cve_risks", putRiskColumns, riskConflict, rows)
+		return s.insertRows(ctx, tx, "cve_risks", putRiskColumns, conflict, rows)
 	})
 	if err != nil {
 		return fmt.Errorf("store CVE risks: %w", err)
