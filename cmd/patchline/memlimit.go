@@ -6,16 +6,19 @@ import (
 	"strings"
 )
 
-// defaultMemoryLimit is serve's soft limit of the Go heap. Without one,
-// the collector lets the heap grow to twice what is live, and the
-// process's resident memory with it: 607 MB after the querybatch mix on
-// the catalog of make bench (300,000 CVEs, the package index built), for
-// a live heap of about 165 MB of which the index is about 100 MB. With a limit
-// the collector runs sooner instead; one too close to the live heap makes
-// it run all the time (224 MiB took a querybatch from 0.7 to 4.8 s at the
-// median, bench/RESULTS.md). The memory SQLite allocates for its page
-// caches lies outside the limit.
-const defaultMemoryLimit = "320MiB"
+// defaultMemoryLimit is serve's soft limit of the Go heap: none. A limit
+// bounds the resident memory of a lookup server: with 320 MiB, serve held
+// 496 MB after the querybatch mix on the catalog of make bench (300,000
+// CVEs, the package index built) where it held 607 MB without one, for a
+// live heap of about 165 MB. But a limit below the live heap makes the
+// collector run all the time (224 MiB took a querybatch from 0.7 to 4.8 s
+// at the median), and a control service's live heap grows with its
+// agents: with 6,000 agents and the limit, serve held 785 MB and answered
+// half the check-ins a second of the run before the limit existed
+// (bench/RESULTS.md, 15:28 UTC). So the limit is the operator's choice,
+// for the heap they measured. The memory SQLite
+// allocates for its page caches lies outside it.
+const defaultMemoryLimit = "off"
 
 // sizeUnits are the units parseSize reads, longest first.
 var sizeUnits = []struct {

@@ -54,9 +54,10 @@ func TestServeMemoryLimit(t *testing.T) {
 		args []string
 		want int64
 	}{
-		{"default", nil, nil, 320 << 20},
+		{"default", nil, nil, 0},
 		{"flag", nil, []string{"--memory-limit", "1GiB"}, 1 << 30},
-		{"environment", map[string]string{"PATCHLINE_MEMORY_LIMIT": "off"}, nil, 0},
+		{"environment", map[string]string{"PATCHLINE_MEMORY_LIMIT": "320MiB"}, nil, 320 << 20},
+		{"off", nil, []string{"--memory-limit", "off"}, 0},
 	} {
 		c, err := parse(tc.env, tc.args...)
 		if err != nil || c.memoryLimit != tc.want {
@@ -66,9 +67,9 @@ func TestServeMemoryLimit(t *testing.T) {
 	if _, err := parse(nil, "--memory-limit", "lots"); err == nil || !strings.Contains(err.Error(), "--memory-limit") {
 		t.Errorf("--memory-limit lots: %v, want an error naming the flag", err)
 	}
-	// Built in code without a limit: Validate gives the default.
+	// Built in code without a limit: Validate gives the default, none.
 	c := ServeConfig{CVEAddr: "127.0.0.1:0", ControlAddr: "127.0.0.1:0"}
-	if err := c.Validate(); err != nil || c.memoryLimit != 320<<20 {
+	if err := c.Validate(); err != nil || c.memoryLimit != 0 {
 		t.Errorf("zero config: memory limit %d, %v", c.memoryLimit, err)
 	}
 }
