@@ -62,3 +62,21 @@ func ReadRecordsJSON(ctx context.Context, r BodyReader, ids []string) (map[strin
 	}
 	return out, nil
 }
+
+// EachRecordJSON calls fn, in the order of ids, with the body of each of
+// ids that c holds, from one call of RecordsJSON: what a catalog that
+// cannot hand the bodies over one at a time gives.
+func EachRecordJSON(ctx context.Context, c cve.Catalog, ids []string, fn func(id string, body []byte) error) error {
+	found, err := c.RecordsJSON(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if body, ok := found[id]; ok {
+			if err := fn(id, body); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

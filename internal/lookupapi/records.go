@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/patchline/patchline/internal/catalog"
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/errs"
 	"github.com/patchline/patchline/internal/httpx"
@@ -89,18 +90,7 @@ func (s *Server) eachRecordJSON(r *http.Request, ids []string, fn func(id string
 	if v, ok := s.catalog.(recordVisitor); ok {
 		return v.EachRecordJSON(r.Context(), ids, fn)
 	}
-	found, err := s.catalog.RecordsJSON(r.Context(), ids)
-	if err != nil {
-		return err
-	}
-	for _, id := range ids {
-		if body, ok := found[id]; ok {
-			if err := fn(id, body); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return catalog.EachRecordJSON(r.Context(), s.catalog, ids, fn)
 }
 
 // getOSV answers GET /cve/{id}/osv: the record as an OSV document.

@@ -20,6 +20,7 @@
 package segments
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -113,7 +114,7 @@ func Open(dir string) (*Store, error) {
 	}
 	if len(m.Segments) > 1 {
 		// The newest entry of each key last among its equals.
-		slices.SortStableFunc(all, func(a, b entry) int { return cmpKey(a.key, b.key) })
+		slices.SortStableFunc(all, func(a, b entry) int { return cmp.Compare(a.key, b.key) })
 	}
 	s.keys = make([]int64, 0, len(all))
 	s.locs = make([]loc, 0, len(all))
@@ -130,16 +131,6 @@ func Open(dir string) (*Store, error) {
 	s.keys = slices.Clip(s.keys)
 	s.locs = slices.Clip(s.locs)
 	return s, nil
-}
-
-func cmpKey(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Generation is the catalog generation the store holds.

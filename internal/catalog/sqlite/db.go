@@ -143,7 +143,7 @@ func (d *DB) EachRecordJSON(ctx context.Context, ids []string, fn func(id string
 			if err != nil {
 				// The rest from SQLite: a damaged store is never read.
 				d.files.damaged(st, err)
-				return d.eachRecordJSON(ctx, ids[i:], fn)
+				return catalog.EachRecordJSON(ctx, d, ids[i:], fn)
 			}
 			*buf = b
 			if found {
@@ -154,23 +154,7 @@ func (d *DB) EachRecordJSON(ctx context.Context, ids []string, fn func(id string
 		}
 		return nil
 	}
-	return d.eachRecordJSON(ctx, ids, fn)
-}
-
-// eachRecordJSON is EachRecordJSON over RecordsJSON.
-func (d *DB) eachRecordJSON(ctx context.Context, ids []string, fn func(id string, body []byte) error) error {
-	found, err := d.RecordsJSON(ctx, ids)
-	if err != nil {
-		return err
-	}
-	for _, id := range ids {
-		if b, ok := found[id]; ok {
-			if err := fn(id, b); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return catalog.EachRecordJSON(ctx, d, ids, fn)
 }
 
 // bodyBufs holds the buffers EachRecordJSON reads into.
