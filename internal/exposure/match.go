@@ -152,14 +152,15 @@ func itemNames(item device.Software) []string {
 func (x *Index) judge(item device.Software, kbs map[string]bool, found func(entry, *Finding) bool) {
 	names := itemNames(item)
 	// entries visits the entries of the item's names, those of both names
-	// once, and on Windows only those of the item's architecture, but not
-	// those of CVEs dropped from the index.
-	entries := func(yield func(entry, *fixes) bool) {
+	// once, but not those of CVEs dropped from the index. It does not look
+	// at an entry's fixes: a product's entries are many (thousands for a
+	// distribution's kernel) and share few sets of atoms, which the memo
+	// below judges once each.
+	entries := func(yield func(entry) bool) {
 		var done map[entry]bool
 		if len(names) > 1 {
 			done = map[entry]bool{}
 		}
-		arch := normArch(item.Arch)
 		for _, name := range names {
 			for _, en := range x.products[Key(item.Ecosystem, name)] {
 				if done != nil {
@@ -171,23 +172,26 @@ func (x *Index) judge(item device.Software, kbs map[string]bool, found func(entr
 				if x.unswept > 0 && x.cves[en.slot].flags&dropped != 0 {
 					continue
 				}
-				fx := x.fixes[en.fixes]
-				if fx.arch != "" && arch != "" && arch != fx.arch {
-					continue
-				}
-				if !yield(en, fx) {
+				if !yield(en) {
 					return
 				}
 			}
 		}
 	}
+	// On Windows, only the atoms of the item's architecture apply.
+	arch := normArch(item.Arch)
+	ofArch := func(fx *fixes) bool { return fx.arch == "" || arch == "" || arch == fx.arch }
 	// Rule 1 holds for the CVE, whichever of its products names the
 	// update: the CNA's product without KB and MSRC's with it are one
 	// Windows release.
 	var fixedByKB map[int64]bool
 	if len(kbs) > 0 {
 		fixedByKB = map[int64]bool{}
-		for en, fx := range entries {
+		for en := range entries {
+			fx := x.fixes[en.fixes]
+			if !ofArch(fx) {
+				continue
+			}
 			for _, a := range fx.atoms {
 				if a.kb != "" && kbs[normKB(a.kb)] {
 					fixedByKB[x.cves[en.slot].key] = true
@@ -202,13 +206,17 @@ func (x *Index) judge(item device.Software, kbs map[string]bool, found func(entr
 	// of atoms is judged once.
 	installed := parseInstalled(item)
 	var m memo
-	for en, fx := range entries {
+	for en := range entries {
 		if fixedByKB != nil && fixedByKB[x.cves[en.slot].key] {
 			continue
 		}
 		j := m.find(en.fixes)
 		if j == nil {
-			f, ok := matchEntry(fx, item, installed)
+			var f Finding
+			ok := false
+			if fx := x.fixes[en.fixes]; ofArch(fx) {
+				f, ok = matchEntry(fx, item, installed)
+			}
 			j = m.add(judged{fixes: en.fixes, f: f, ok: ok})
 		}
 		if j.ok && !found(en, &j.f) {
@@ -228,42 +236,47 @@ type judged struct {
 // a map of them: most packages have a few sets of atoms.
 const memoList = 16
 
-// memo keeps the answers of matchEntry for one item, by set of atoms.
+// memo keeps the answers of matchEntry for one item, by set of atoms. The
+// ids it searches are kept apart from the answers, in a row, so that a
+// search reads one small array.
 type memo struct {
-	list []*judged
-	at   map[int32]*judged // once it holds more than memoList
+	ids     []int32  // the sets of atoms of answers, in the same order
+	answers []judged // values: a memo allocates as its arrays grow only
+	at      map[int32]int32
 }
 
 // find returns the answer for a set of atoms, nil when there is none yet.
 func (m *memo) find(fixes int32) *judged {
 	if m.at != nil {
-		return m.at[fixes]
+		if i, ok := m.at[fixes]; ok {
+			return &m.answers[i]
+		}
+		return nil
 	}
-	for _, j := range m.list {
-		if j.fixes == fixes {
-			return j
+	for i, id := range m.ids {
+		if id == fixes {
+			return &m.answers[i]
 		}
 	}
 	return nil
 }
 
-// add keeps an answer and returns it.
+// add keeps an answer and returns it. An answer returned earlier stays
+// valid: answers are never changed once kept.
 func (m *memo) add(j judged) *judged {
-	p := &j
+	m.ids = append(m.ids, j.fixes)
+	m.answers = append(m.answers, j)
+	n := int32(len(m.ids) - 1)
 	switch {
 	case m.at != nil:
-		m.at[j.fixes] = p
-	case len(m.list) < memoList:
-		m.list = append(m.list, p)
-	default:
-		m.at = make(map[int32]*judged, 2*memoList)
-		for _, o := range m.list {
-			m.at[o.fixes] = o
+		m.at[j.fixes] = n
+	case len(m.ids) > memoList:
+		m.at = make(map[int32]int32, 2*memoList)
+		for i, id := range m.ids {
+			m.at[id] = int32(i)
 		}
-		m.at[j.fixes] = p
-		m.list = nil
 	}
-	return p
+	return &m.answers[n]
 }
 
 func normKB(id string) string {
