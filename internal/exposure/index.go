@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"sort"
 	"strings"
@@ -159,7 +160,6 @@ type fixes struct {
 	product   string
 	arch      string // Windows: the architecture the product names, "" for any
 	atoms     []*atom
-	keys      []string // productKeys of ecosystem and product
 }
 
 // atom is what matching needs of a remediation atom, its versions parsed.
@@ -184,12 +184,19 @@ type bound struct {
 	v  version.Version
 }
 
-// pool hands out one copy of each string, parsed version, parsed range
-// and set of atoms the index holds. It keeps what CVEs removed from the
-// index named: that is bounded by the distinct values the catalog ever
-// had.
+// pool hands out one copy of each string of the atoms, parsed version,
+// parsed range and set of atoms the index holds. It keeps what CVEs removed
+// from the index named: that is bounded by the distinct values the catalog
+// ever had.
+//
+// Product names are not pooled: a catalog names about as many products as
+// it has sets of atoms (a package of a language ecosystem has a record or
+// two), so each set keeps its own. The sets are found by a hash of what
+// makes them, checked against the set itself: a map keyed by the bytes
+// would cost as much again as the sets.
 type pool struct {
-	fixes    map[string]int32 // ids in Index.fixes, by ecosystem, product and atom ids
+	seed     maphash.Seed
+	fixes    map[uint64]int32 // ids in Index.fixes, by hashFixes
 	atoms    map[atomKey]*atom
 	strs     map[string]string
 	versions map[string]parsedVersion // by ecosystem, NUL, version
@@ -259,7 +266,7 @@ func (p *pool) rangeOf(ecosystem, s string) ([]bound, bool) {
 // NewIndex returns an empty index.
 func NewIndex() *Index {
 	return &Index{products: map[string][]entry{}, slots: map[int64]int32{}, bare: map[int64]stamp{},
-		advisories: map[string][]int32{}}
+		advisories: map[string][]int32{}, pool: pool{seed: maphash.MakeSeed()}}
 }
 
 // Built reports whether the index has been refreshed from the catalog at
@@ -481,7 +488,7 @@ func (r *refresh) visit(ctx context.Context, cat cve.Catalog, s cve.Summary) err
 		return fmt.Errorf("read %s: %w", s.CVEID, err)
 	}
 	r.up.Records++
-	products := x.pool.productsOf(rec, x.addFixes)
+	products := x.productsOf(rec)
 	advisories := x.pool.advisoriesOf(rec)
 	if rec.Description != nil {
 		risk.Description = *rec.Description
@@ -553,13 +560,15 @@ func (x *Index) insert(e cveEntry, products []int32, advisories []string) []stri
 	var keys []string
 	for _, id := range products {
 		en := entry{slot: slot, fixes: id}
-		for _, k := range x.fixes[id].keys {
+		fx := x.fixes[id]
+		pkeys := productKeys(fx.ecosystem, fx.product)
+		for _, k := range pkeys {
 			if slices.Contains(keys, k) {
 				continue // the same key of two products: one entry each still
 			}
 			keys = append(keys, k)
 		}
-		for _, k := range x.fixes[id].keys {
+		for _, k := range pkeys {
 			list := x.products[k]
 			// A build walks the catalog in CVE order: the new entry goes
 			// last, but for a CVE added or changed since.
@@ -643,38 +652,61 @@ func riskOf(s cve.Summary) Risk {
 }
 
 // productsOf returns the ids of the fixes of each product of a record,
-// its atoms parsed; add gives a new set of atoms its id.
-func (p *pool) productsOf(r *cve.Record, add func(*fixes) int32) []int32 {
+// its atoms parsed, giving each new set of atoms its id. The caller holds
+// refresh (it alone adds to x.fixes).
+func (x *Index) productsOf(r *cve.Record) []int32 {
+	p := &x.pool
 	var out []int32
 	for _, prod := range r.Remediation.Products {
 		if len(prod.Atoms) == 0 {
 			continue
 		}
 		atoms := make([]*atom, len(prod.Atoms))
-		key := make([]byte, 0, len(prod.Ecosystem)+len(prod.Product)+2+4*len(atoms))
-		key = append(append(append(append(key, prod.Ecosystem...), 0), prod.Product...), 0)
 		for i, a := range prod.Atoms {
 			atoms[i] = p.atom(prod.Ecosystem, a)
-			key = binary.LittleEndian.AppendUint32(key, atoms[i].id)
 		}
-		id, ok := p.fixes[string(key)]
-		if !ok {
-			f := &fixes{ecosystem: p.str(prod.Ecosystem), product: p.str(prod.Product), atoms: atoms}
+		h := p.hashFixes(prod.Ecosystem, prod.Product, atoms)
+		id, ok := p.fixes[h]
+		if !ok || !x.fixes[id].is(prod.Ecosystem, prod.Product, atoms) {
+			f := &fixes{ecosystem: p.str(prod.Ecosystem), product: prod.Product, atoms: atoms}
 			if f.ecosystem == "Windows" || f.ecosystem == "Microsoft" {
 				_, f.arch = windowsProduct(prod.Product)
 			}
-			for _, k := range productKeys(f.ecosystem, f.product) {
-				f.keys = append(f.keys, p.str(k))
-			}
-			id = add(f)
+			id = x.addFixes(f)
 			if p.fixes == nil {
-				p.fixes = map[string]int32{}
+				p.fixes = map[uint64]int32{}
 			}
-			p.fixes[string(key)] = id
+			if !ok {
+				// Two sets of the same hash: the first keeps it, the
+				// second goes without sharing.
+				p.fixes[h] = id
+			}
 		}
 		out = append(out, id)
 	}
 	return out
+}
+
+// hashFixes is the hash of a set of atoms of a product, by which the pool
+// finds it.
+func (p *pool) hashFixes(ecosystem, product string, atoms []*atom) uint64 {
+	var h maphash.Hash
+	h.SetSeed(p.seed)
+	h.WriteString(ecosystem)
+	h.WriteByte(0)
+	h.WriteString(product)
+	h.WriteByte(0)
+	for _, a := range atoms {
+		var b [4]byte
+		binary.LittleEndian.PutUint32(b[:], a.id)
+		h.Write(b[:])
+	}
+	return h.Sum64()
+}
+
+// is reports whether f is the set of atoms of product of ecosystem.
+func (f *fixes) is(ecosystem, product string, atoms []*atom) bool {
+	return f.ecosystem == ecosystem && f.product == product && slices.Equal(f.atoms, atoms)
 }
 
 // advisoriesOf returns the ids of the advisories the atoms of a record

@@ -279,3 +279,29 @@ func TestRefreshToRisks(t *testing.T) {
 		t.Errorf("refresh whose put fails: %v, want %v", err, stop)
 	}
 }
+
+// TestFixesSharedByHash shares a set of atoms between the records that
+// have it, and gives a set its own id when another holds its hash.
+func TestFixesSharedByHash(t *testing.T) {
+	x := NewIndex()
+	first := x.productsOf(log4j)
+	again := x.productsOf(log4j)
+	if !slices.Equal(first, again) {
+		t.Fatalf("the same products got ids %v, then %v", first, again)
+	}
+	// The Vendor product's hash made to name the Maven product's set, as
+	// a collision would.
+	vendor := x.fixes[first[1]]
+	h := x.pool.hashFixes(vendor.ecosystem, vendor.product, vendor.atoms)
+	x.pool.fixes[h] = first[0]
+	ids := x.productsOf(log4j)
+	if ids[0] != first[0] || ids[1] == first[0] {
+		t.Fatalf("after a collision, ids %v (before %v)", ids, first)
+	}
+	if got := x.fixes[ids[1]]; !got.is("Vendor", "Apache Log4j2", vendor.atoms) {
+		t.Errorf("the colliding product got the set of %s %q", got.ecosystem, got.product)
+	}
+	if x.pool.fixes[h] != first[0] {
+		t.Error("the set that held the hash lost it")
+	}
+}

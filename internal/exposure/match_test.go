@@ -15,7 +15,7 @@ func indexOf(records ...*cve.Record) *Index {
 	x := NewIndex()
 	for _, r := range records {
 		key, _ := cve.Key(r.CVEID)
-		x.insert(cveEntry{key: key}, x.pool.productsOf(r, x.addFixes), nil)
+		x.insert(cveEntry{key: key}, x.productsOf(r), nil)
 	}
 	return x
 }
