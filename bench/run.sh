@@ -28,7 +28,10 @@ DATA=${DATA:-../shared/data}
 
 mkdir -p "$BENCH_DIR"
 OUT="$BENCH_DIR/results.md"
-FEEDS="$BENCH_DIR/feeds-$SEED-$CVES-$OSV"
+# The feeds are cached by seed, size and the generator's source: a change
+# of bench/gen makes new feeds.
+GEN=$(cat bench/gen/*.go | cksum | cut -d' ' -f1)
+FEEDS="$BENCH_DIR/feeds-$SEED-$CVES-$OSV-$GEN"
 PIDS=""
 cleanup() {
 	for p in $PIDS; do kill "$p" 2>/dev/null || true; done

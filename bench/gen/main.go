@@ -10,6 +10,15 @@
 // the EPSS scores are drawn from the real EPSS history of the test data.
 // The output depends only on the seed, the counts and the test data.
 //
+// An OSV record names packages of its own: each copy renames its
+// template's packages to one of a family of names (the name with a
+// suffix, "requests-41"; a distribution's erratum renames all its binary
+// packages to the same family, as they come from one source package).
+// Copies that kept their template's names would give each package tens of
+// thousands of records, and the package index a load no real catalog has.
+// The number of families follows the shape of the real databases (see
+// osvShare).
+//
 //	go run ./bench/gen -seed 1 -out /tmp/feeds -cves 300000 -osv 200000
 package main
 
@@ -93,6 +102,10 @@ type template struct {
 	// prefix of the advisory id (OSV), "" for CVE records.
 	prefix string
 }
+
+// famMarker follows each package name of an OSV template (its name and
+// its purl's): fill replaces it with the copy's family suffix.
+const famMarker = "@@FAM@@"
 
 // synthetic is one generated CVE.
 type synthetic struct {
@@ -288,9 +301,20 @@ func loadNVD(dir string) ([]template, error) {
 }
 
 var (
-	yamlIDRe  = regexp.MustCompile(`(?m)^id: *(\S+)`)
-	yamlModRe = regexp.MustCompile(`(?m)^modified: *(\S+)`)
+	yamlIDRe   = regexp.MustCompile(`(?m)^id: *(\S+)`)
+	yamlModRe  = regexp.MustCompile(`(?m)^modified: *(\S+)`)
+	yamlNameRe = regexp.MustCompile(`(?m)^- package:\n(?:\s+\w+: *\S+\n)*?\s+name: *(\S+)$`)
 )
+
+// markPackage puts famMarker after the package name in b, where it
+// follows the pattern before and precedes after, and where a purl names
+// it (pkg:TYPE/NAME). Each name is marked once: the caller passes
+// distinct names.
+func markPackage(b []byte, before, name, after string) []byte {
+	q := regexp.QuoteMeta(name)
+	b = regexp.MustCompile(`(?m)(`+before+q+`)(`+after+`)`).ReplaceAll(b, []byte("${1}"+famMarker+"${2}"))
+	return regexp.MustCompile(`(pkg:[a-z]+/`+q+`)(["@\n])`).ReplaceAll(b, []byte("${1}"+famMarker+"${2}"))
+}
 
 func loadOSV(dir string) ([]template, error) {
 	files, err := readDir(dir, ".json", ".yaml")
@@ -314,11 +338,22 @@ func loadOSV(dir string) ([]template, error) {
 			if m := yamlModRe.FindSubmatch(b); m != nil {
 				b = bytes.ReplaceAll(b, m[1], []byte("@@UPD@@"))
 			}
+			var names []string
+			for _, m := range yamlNameRe.FindAllSubmatch(b, -1) {
+				names = append(names, string(m[1]))
+			}
+			slices.Sort(names)
+			for _, name := range slices.Compact(names) {
+				b = markPackage(b, `^\s+name:\s*`, name, `$`)
+			}
 		} else {
 			var rec struct {
 				ID        string `json:"id"`
 				Published string `json:"published"`
 				Modified  string `json:"modified"`
+				Affected  []struct {
+					Package struct{ Name string } `json:"package"`
+				} `json:"affected"`
 			}
 			if json.Unmarshal(b, &rec) != nil || rec.ID == "" {
 				continue
@@ -327,6 +362,14 @@ func loadOSV(dir string) ([]template, error) {
 			b = markValue(b, rec.Modified, "@@UPD@@")
 			b = markValue(b, rec.Published, "@@PUB@@")
 			b = bytes.ReplaceAll(b, []byte(id), []byte("@@ADV@@"))
+			var names []string
+			for _, a := range rec.Affected {
+				names = append(names, a.Package.Name)
+			}
+			slices.Sort(names)
+			for _, name := range slices.Compact(names) {
+				b = markPackage(b, `"name":\s*"`, name, `"`)
+			}
 		}
 		b, n := markCVEs(b, nil)
 		if n == 0 {
@@ -429,7 +472,7 @@ func (g *generator) ids(n int) {
 }
 
 // fill writes t with its markers replaced.
-func fill(dst []byte, t template, cves []string, adv string, pub, upd string) []byte {
+func fill(dst []byte, t template, cves []string, adv, fam string, pub, upd string) []byte {
 	b := t.body
 	for i := 0; i < len(b); {
 		j := bytes.Index(b[i:], []byte("@@"))
@@ -453,6 +496,8 @@ func fill(dst []byte, t template, cves []string, adv string, pub, upd string) []
 			dst = append(dst, upd...)
 		case name == "ADV":
 			dst = append(dst, adv...)
+		case name == "FAM":
+			dst = append(dst, fam...)
 		case strings.HasPrefix(name, "CVE"):
 			k, _ := strconv.Atoi(name[3:])
 			dst = append(dst, cves[k%len(cves)]...)
@@ -516,7 +561,7 @@ func (g *generator) writeCVEList(path string) error {
 		}
 		pub := c.published.Format("2006-01-02T15:04:05.000Z")
 		upd := c.published.Add(time.Duration(i%90) * 24 * time.Hour).Format("2006-01-02T15:04:05.000Z")
-		buf = fill(buf[:0], t, []string{c.id}, "", pub, upd)
+		buf = fill(buf[:0], t, []string{c.id}, "", "", pub, upd)
 		if _, err := w.Write(buf); err != nil {
 			return err
 		}
@@ -548,7 +593,7 @@ func (g *generator) writeNVD(dir string, per int) error {
 			t := g.nvd[g.rng.IntN(len(g.nvd))]
 			pub := c.published.Format("2006-01-02T15:04:05.000")
 			upd := c.published.Add(time.Duration(i%120) * 24 * time.Hour).Format("2006-01-02T15:04:05.000")
-			buf = fill(buf[:0], t, []string{c.id}, "", pub, upd)
+			buf = fill(buf[:0], t, []string{c.id}, "", "", pub, upd)
 			bw.WriteString(`{"cve":`)
 			bw.Write(buf)
 			bw.WriteByte('}')
@@ -631,11 +676,24 @@ func (g *generator) writeKEV(path string, n int) error {
 
 // osvShare is the share of each database among the OSV records, after the
 // real osv.dev export: GitHub advisories first, then the distributions and
-// the language databases.
+// the language databases. A package of a language ecosystem has about two
+// records, so the records of a language database name half as many
+// families of packages; a distribution's advisories name a bounded set of
+// source packages, about a thousand (the kernel, openssl and the like
+// have many advisories each), so its records share families.
 var osvShare = []struct {
-	db    string
-	share float64
-}{{"ghsa", 0.45}, {"almalinux", 0.25}, {"pypa", 0.12}, {"go", 0.12}, {"rustsec", 0.06}}
+	db       string
+	share    float64
+	families func(records int) int
+}{
+	{"ghsa", 0.45, perTwo},
+	{"almalinux", 0.25, func(int) int { return 1000 }},
+	{"pypa", 0.12, perTwo},
+	{"go", 0.12, perTwo},
+	{"rustsec", 0.06, perTwo},
+}
+
+func perTwo(records int) int { return max(1, records/2) }
 
 // writeOSV writes one zip per database (as osv.dev's all.zip), each
 // record about CVEs of the list.
@@ -654,6 +712,7 @@ func (g *generator) writeOSV(dir string, n int) error {
 			return err
 		}
 		k := int(float64(n) * s.share)
+		families := s.families(k)
 		for i := range k {
 			t := ts[g.rng.IntN(len(ts))]
 			cves := make([]string, t.cves)
@@ -671,7 +730,8 @@ func (g *generator) writeOSV(dir string, n int) error {
 				return err
 			}
 			ts := pub.Format(time.RFC3339)
-			buf = fill(buf[:0], t, cves, adv, ts, pub.Add(30*24*time.Hour).Format(time.RFC3339))
+			fam := "-" + strconv.Itoa(g.rng.IntN(families))
+			buf = fill(buf[:0], t, cves, adv, fam, ts, pub.Add(30*24*time.Hour).Format(time.RFC3339))
 			if _, err := w.Write(buf); err != nil {
 				return err
 			}
