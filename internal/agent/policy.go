@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/patchline/patchline/internal/agentproto"
 )
 
 // PolicySettings are the settings of a policy object that every agent
@@ -86,4 +88,29 @@ func complianceMessage(findings, unchecked []string) string {
 		parts = append(parts, "not checked on this endpoint: "+strings.Join(unchecked, ", "))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// appliedPolicies returns the applied policies with their compliance,
+// checked against snap.
+func (a *Agent) appliedPolicies(snap *Snapshot) []agentproto.AppliedPolicy {
+	policies, err := a.cfg.State.Policies()
+	if err != nil {
+		a.log.Warn("reading applied policies", "err", err)
+		return []agentproto.AppliedPolicy{}
+	}
+	out := make([]agentproto.AppliedPolicy, 0, len(policies))
+	for _, p := range policies {
+		compliant, msg := a.checkPolicy(p.Settings, snap)
+		out = append(out, agentproto.AppliedPolicy{PolicyID: p.ID, Version: p.Version, Compliant: compliant, Message: msg})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].PolicyID < out[j].PolicyID })
+	return out
+}
+
+func (a *Agent) checkPolicy(settings json.RawMessage, snap *Snapshot) (*bool, string) {
+	if pc, ok := a.cfg.Endpoint.(PolicyChecker); ok {
+		return pc.CheckPolicy(settings, snap)
+	}
+	compliant, findings, unchecked := CheckPolicy(settings, snap)
+	return compliant, complianceMessage(findings, unchecked)
 }
