@@ -11,6 +11,54 @@ import (
 	"github.com/patchline/patchline/internal/catalog/catalogtest"
 )
 
+// TestRecordCacheAdmitsGets reads a record from the body store again and
+// again, as GET by id reads (AppendRecordJSON): the record cache takes it,
+// keeps answering it, and the next read after a commit that changes it
+// answers the new body.
+func TestRecordCacheAdmitsGets(t *testing.T) {
+	ctx := context.Background()
+	_, serving, writer := openPair(t)
+	rows := catalogtest.GenRows(rand.New(rand.NewPCG(5, 6)), 3)
+	catalogtest.PutRows(t, writer, rows)
+	time.Sleep(5 * time.Millisecond)
+	id, key := rows[0].ID, rows[0].Key
+	version, err := serving.db.DataVersion(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One in admitOneIn reads is taken: 400 reads all miss with a
+	// chance of (7/8)^400, about 10^-23.
+	for range 400 {
+		got, err := serving.AppendRecordJSON(ctx, nil, id)
+		if err != nil || string(got) != string(rows[0].Body) {
+			t.Fatalf("AppendRecordJSON(%s) = %s, %v; want %s", id, got, err, rows[0].Body)
+		}
+		if _, ok := serving.records.get(key, version); ok {
+			break
+		}
+	}
+	if _, ok := serving.records.get(key, version); !ok {
+		t.Fatal("the record cache did not take a record read 400 times")
+	}
+	changed := rows[0]
+	changed.Body = []byte(`{"cveId":"` + id + `","v":2}`)
+	catalogtest.PutRows(t, writer, []catalog.Row{changed})
+	time.Sleep(5 * time.Millisecond)
+	got, err := serving.AppendRecordJSON(ctx, []byte("x"), id)
+	if err != nil || string(got) != "x"+string(changed.Body) {
+		t.Errorf("AppendRecordJSON after a commit = %s, %v; want x%s", got, err, changed.Body)
+	}
+	err = serving.EachRecordJSON(ctx, []string{id}, func(_ string, body []byte) error {
+		if string(body) != string(changed.Body) {
+			t.Errorf("EachRecordJSON after a commit = %s; want %s", body, changed.Body)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestRecordCacheSeesOtherWriters changes a record through another handle
 // of the catalog file, as `patchline ingest` or `sync` in another process
 // do beside `serve`: the next read sees the change.
