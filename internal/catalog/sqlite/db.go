@@ -201,7 +201,10 @@ func (d *DB) RecordsJSON(ctx context.Context, ids []string) (map[string][]byte, 
 
 // ReadBodies implements catalog.BodyReader: from the record cache, then
 // from the body store when it holds the catalog as it is, else from SQLite.
-// Each body is one fn may keep, which the cache keeps too.
+// Each body is one fn may keep. The cache keeps the body of a record read
+// alone (the OSV export of a record, its page); not those of reads of
+// many (an ingest's merge, the count of the sources' KEV records), which
+// would push out the records asked for one at a time.
 func (d *DB) ReadBodies(ctx context.Context, keys []int64, fn func(key int64, body []byte)) error {
 	version, err := d.db.DataVersion(ctx)
 	if err != nil {
@@ -215,9 +218,12 @@ func (d *DB) ReadBodies(ctx context.Context, keys []int64, fn func(key int64, bo
 		}
 		missed = append(missed, k)
 	}
-	found := func(key int64, body []byte) {
-		fn(key, body)
-		d.records.put(key, version, body)
+	found := fn
+	if len(keys) == 1 {
+		found = func(key int64, body []byte) {
+			fn(key, body)
+			d.records.put(key, version, body)
+		}
 	}
 	if st := d.files.at(ctx, version, d.generation); st != nil {
 		err := readStore(st, missed, found)
