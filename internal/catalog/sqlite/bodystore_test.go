@@ -187,7 +187,7 @@ func TestBodyStorePassedBy(t *testing.T) {
 		}
 		// The record cache holds bodies read, and checked, before the
 		// damage: without it the reads go to the store.
-		serving.records = newRecordCache(RecordCacheBytes)
+		serving.records.empty()
 		wantBodies(t, serving, rows)
 		if storeInUse(t, serving, rows[0].ID) {
 			t.Error("a damaged store is still read")

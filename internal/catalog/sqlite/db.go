@@ -10,7 +10,6 @@
 package sqlite
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"embed"
@@ -81,6 +80,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 // Close closes the database.
 func (d *DB) Close() error {
 	d.summaries.close()
+	d.records.empty()
 	d.files.close()
 	d.bodies.close()
 	return d.db.Close()
@@ -111,15 +111,15 @@ func (d *DB) AppendRecordJSON(ctx context.Context, dst []byte, id string) ([]byt
 	if err != nil {
 		return dst, fmt.Errorf("read record %s: %w", id, err)
 	}
-	if body, ok := d.records.get(key, version); ok {
-		return append(dst, body...), nil
+	if out, ok := d.records.appendTo(dst, key, version); ok {
+		return out, nil
 	}
 	if st := d.files.at(ctx, version, d.generation); st != nil {
 		out, found, err := st.Read(key, dst)
 		switch {
 		case err == nil && found:
 			if rand.N(admitOneIn) == 0 {
-				d.records.put(key, version, bytes.Clone(out[len(dst):]))
+				d.records.put(key, version, out[len(dst):])
 			}
 			return out, nil
 		case err == nil:
@@ -159,8 +159,9 @@ func (d *DB) EachRecordJSON(ctx context.Context, ids []string, fn func(id string
 			if !ok {
 				continue
 			}
-			if body, ok := d.records.get(k, version); ok {
-				if err := fn(id, body); err != nil {
+			if b, ok := d.records.appendTo((*buf)[:0], k, version); ok {
+				*buf = b
+				if err := fn(id, b); err != nil {
 					return err
 				}
 				continue
@@ -212,7 +213,7 @@ func (d *DB) ReadBodies(ctx context.Context, keys []int64, fn func(key int64, bo
 	}
 	missed := make([]int64, 0, len(keys))
 	for _, k := range keys {
-		if body, ok := d.records.get(k, version); ok {
+		if body, ok := d.records.appendTo([]byte{}, k, version); ok {
 			fn(k, body)
 			continue
 		}
