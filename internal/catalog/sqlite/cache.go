@@ -85,7 +85,7 @@ func (c *recordCache) put(key, version int64, body []byte) {
 		return
 	}
 	if c.arena == nil {
-		if c.arena = allocBody(c.max); c.arena == nil {
+		if c.arena = allocArena(c.max); c.arena == nil {
 			return // no memory for it: the cache is an optimisation
 		}
 	}
@@ -128,6 +128,6 @@ func (c *recordCache) empty() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.reset(c.version)
-	freeBody(c.arena)
+	freeArena(c.arena)
 	c.arena = nil
 }

@@ -4,11 +4,11 @@ package sqlite
 
 import "syscall"
 
-// allocBody returns n bytes of anonymous memory mapped apart from the Go
+// allocArena returns n bytes of anonymous memory mapped apart from the Go
 // heap, for the record cache's arena, or nil when the system has none to
 // give. Its pages take memory as they are first written. Free it with
-// freeBody.
-func allocBody(n int) []byte {
+// freeArena.
+func allocArena(n int) []byte {
 	if n == 0 {
 		return []byte{}
 	}
@@ -19,8 +19,8 @@ func allocBody(n int) []byte {
 	return b
 }
 
-// freeBody frees memory of allocBody.
-func freeBody(b []byte) {
+// freeArena frees memory of allocArena.
+func freeArena(b []byte) {
 	if len(b) > 0 {
 		syscall.Munmap(b)
 	}
