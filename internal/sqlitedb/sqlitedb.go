@@ -77,7 +77,8 @@ func Open(ctx context.Context, path string, migrations fs.FS) (*DB, error) {
 	// mark. With 4 MiB each, the few readers that walk the catalog at
 	// once when serve starts (the first bulk stream, the count of the
 	// sources, the summary index) left it 120 to 140 MB at 300,000
-	// records; with 1 MiB, 60 (bench/RESULTS.md, 2026-11-25).
+	// records; with 1 MiB, 90 at first and 55 after (bench/RESULTS.md,
+	// 2026-11-25).
 	write, err := sql.Open("sqlite", base+"&_txlock=immediate&_pragma=cache_size(-65536)")
 	if err != nil {
 		return nil, err
