@@ -266,6 +266,19 @@ func (l *linker) bases(r *http.Request) (self, html string) {
 // "_links":{"self":…,"html":…} added before its closing brace. The store
 // gives records without _links; adding them needs no decoding.
 func (l *linker) appendLinks(dst, body []byte, id string, r *http.Request) ([]byte, error) {
+	start := len(dst)
+	dst, err := l.addLinks(append(dst, body...), start, id, r)
+	if err != nil {
+		return dst[:start], err
+	}
+	return dst, nil
+}
+
+// addLinks adds the _links of appendLinks, in place, to the record JSON
+// object that ends dst from start on, for a body read into the buffer of
+// the response.
+func (l *linker) addLinks(dst []byte, start int, id string, r *http.Request) ([]byte, error) {
+	body := dst[start:]
 	end := len(body)
 	for end > 0 && isSpace(body[end-1]) {
 		end--
@@ -274,8 +287,9 @@ func (l *linker) appendLinks(dst, body []byte, id string, r *http.Request) ([]by
 		return dst, fmt.Errorf("record %s: stored JSON is not an object", id)
 	}
 	self, html := l.bases(r)
-	dst = append(dst, body[:end-1]...)
-	if !isEmptyObject(body[:end]) {
+	empty := isEmptyObject(body[:end])
+	dst = dst[:start+end-1]
+	if !empty {
 		dst = append(dst, ',')
 	}
 	dst = append(dst, `"_links":{"self":`...)

@@ -38,17 +38,14 @@ func (s *Server) getRecord(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	body, bodyBuf, err := s.recordJSON(r, id)
-	if bodyBuf != nil {
-		defer putBuf(bodyBuf)
-	}
+	buf := getBuf()
+	defer putBuf(buf)
+	out, err := s.appendRecordJSON(r, *buf, id)
+	*buf = out
 	if err != nil {
 		return err
 	}
-	buf := getBuf()
-	defer putBuf(buf)
-	out, err := s.links.appendLinks(*buf, body, id, r)
-	if err != nil {
+	if out, err = s.links.addLinks(out, 0, id, r); err != nil {
 		return err
 	}
 	*buf = out
@@ -62,19 +59,15 @@ type recordAppender interface {
 	AppendRecordJSON(ctx context.Context, dst []byte, id string) ([]byte, error)
 }
 
-// recordJSON returns the stored body of id's record: in a pooled buffer,
-// which the caller puts back once done with body, when the catalog can
-// read into one.
-func (s *Server) recordJSON(r *http.Request, id string) (body []byte, buf *[]byte, err error) {
-	a, ok := s.catalog.(recordAppender)
-	if !ok {
-		body, err = s.catalog.RecordJSON(r.Context(), id)
-		return body, nil, err
+// appendRecordJSON appends the stored body of id's record to dst: read
+// into it when the catalog can, so that the response's buffer is the only
+// copy of the body.
+func (s *Server) appendRecordJSON(r *http.Request, dst []byte, id string) ([]byte, error) {
+	if a, ok := s.catalog.(recordAppender); ok {
+		return a.AppendRecordJSON(r.Context(), dst, id)
 	}
-	buf = getBuf()
-	body, err = a.AppendRecordJSON(r.Context(), (*buf)[:0], id)
-	*buf = body
-	return body, buf, err
+	body, err := s.catalog.RecordJSON(r.Context(), id)
+	return append(dst, body...), err
 }
 
 // recordVisitor is a catalog that hands the bodies of several records to

@@ -69,17 +69,23 @@ func Open(ctx context.Context, path string, migrations fs.FS) (*DB, error) {
 	}
 	base := "file:" + path + "?" + pragmas.Encode()
 	// Page caches: 64 MiB for the one writer, whose transactions revisit
-	// the pages they changed; 4 MiB for each of the readers, which the
+	// the pages they changed; 1 MiB for each of the readers, which the
 	// operating system's page cache backs (enough for the inner pages of
-	// the indexes they descend), so that eight of them stay well within
-	// the serving memory budget.
+	// the indexes they descend). A reader's cache costs about twice its
+	// size: the driver's allocator gives each 4 KiB page with its header a
+	// slot of 8 KiB, and keeps the regions it frees up to its high-water
+	// mark. With 4 MiB each, the few readers that walk the catalog at
+	// once when serve starts (the first bulk stream, the count of the
+	// sources, the summary index) left it 120 to 140 MB at 300,000
+	// records; with 1 MiB, 90 at first and 55 after (bench/RESULTS.md,
+	// 2026-11-25).
 	write, err := sql.Open("sqlite", base+"&_txlock=immediate&_pragma=cache_size(-65536)")
 	if err != nil {
 		return nil, err
 	}
 	write.SetMaxOpenConns(1)
 	write.SetConnMaxIdleTime(0)
-	read, err := sql.Open("sqlite", base+"&mode=ro&_pragma=cache_size(-4096)")
+	read, err := sql.Open("sqlite", base+"&mode=ro&_pragma=cache_size(-1024)")
 	if err != nil {
 		write.Close()
 		return nil, err

@@ -15,6 +15,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"sync"
 
 	"github.com/patchline/patchline/internal/catalog"
@@ -35,7 +36,8 @@ type DB struct {
 	*catalog.SQLReads
 	// bodies reads record bodies, the hot read of the lookup API.
 	bodies *bodyPool
-	// records holds the bodies RecordJSON and RecordsJSON read last.
+	// records holds the bodies RecordJSON and RecordsJSON read last, and
+	// some of those AppendRecordJSON reads (admitOneIn).
 	records *recordCache
 	// files is the body store beside the catalog file.
 	files *bodyFiles
@@ -78,6 +80,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 // Close closes the database.
 func (d *DB) Close() error {
 	d.summaries.close()
+	d.records.empty()
 	d.files.close()
 	d.bodies.close()
 	return d.db.Close()
@@ -96,8 +99,9 @@ func (d *DB) RecordJSON(ctx context.Context, id string) ([]byte, error) {
 	return catalog.ReadRecordJSON(ctx, d, id)
 }
 
-// AppendRecordJSON is RecordJSON appending the body to dst: a body of the
-// body store is read into dst, with no allocation of its own.
+// AppendRecordJSON is RecordJSON appending the body to dst: from the
+// record cache, else read from the body store into dst, with no
+// allocation of its own unless the cache takes a copy (admitOneIn).
 func (d *DB) AppendRecordJSON(ctx context.Context, dst []byte, id string) ([]byte, error) {
 	key, err := catalog.RecordKey(id)
 	if err != nil {
@@ -107,10 +111,16 @@ func (d *DB) AppendRecordJSON(ctx context.Context, dst []byte, id string) ([]byt
 	if err != nil {
 		return dst, fmt.Errorf("read record %s: %w", id, err)
 	}
+	if out, ok := d.records.appendTo(dst, key, version); ok {
+		return out, nil
+	}
 	if st := d.files.at(ctx, version, d.generation); st != nil {
 		out, found, err := st.Read(key, dst)
 		switch {
 		case err == nil && found:
+			if rand.N(admitOneIn) == 0 {
+				d.records.put(key, version, out[len(dst):])
+			}
 			return out, nil
 		case err == nil:
 			return dst, errs.NotFoundf("%s is not in the catalog", id)
@@ -121,10 +131,20 @@ func (d *DB) AppendRecordJSON(ctx context.Context, dst []byte, id string) ([]byt
 	return append(dst, body...), err
 }
 
+// admitOneIn is the share of the bodies AppendRecordJSON reads from the
+// body store that the record cache takes: one in admitOneIn, drawn at
+// random. A record asked for again and again gets in after a few reads,
+// and is then read from memory, without a pread and its checksum; the
+// many records asked for once or seldom cost no copy and no garbage
+// (bench/RESULTS.md, 2026-11-25).
+const admitOneIn = 8
+
 // EachRecordJSON calls fn with the body of each of ids that the catalog
 // holds, in the order of ids, all read from one commit; body is valid
-// during the call only. The bodies of the body store are read in turn into
-// one buffer, with no allocation of their own. An error of fn ends the
+// during the call only. The bodies the record cache holds come from it;
+// the others of the body store are read in turn into one buffer, with no
+// allocation of their own, and are not offered to the cache: the ids of
+// batches are many, and seldom asked for twice. An error of fn ends the
 // walk and is returned.
 func (d *DB) EachRecordJSON(ctx context.Context, ids []string, fn func(id string, body []byte) error) error {
 	version, err := d.db.DataVersion(ctx)
@@ -137,6 +157,13 @@ func (d *DB) EachRecordJSON(ctx context.Context, ids []string, fn func(id string
 		for i, id := range ids {
 			k, ok := cve.Key(id)
 			if !ok {
+				continue
+			}
+			if b, ok := d.records.appendTo((*buf)[:0], k, version); ok {
+				*buf = b
+				if err := fn(id, b); err != nil {
+					return err
+				}
 				continue
 			}
 			b, found, err := st.Read(k, (*buf)[:0])
@@ -175,7 +202,10 @@ func (d *DB) RecordsJSON(ctx context.Context, ids []string) (map[string][]byte, 
 
 // ReadBodies implements catalog.BodyReader: from the record cache, then
 // from the body store when it holds the catalog as it is, else from SQLite.
-// Each body is one fn may keep, which the cache keeps too.
+// Each body is one fn may keep. The cache keeps the body of a record read
+// alone (the OSV export of a record, its page); not those of reads of
+// many (an ingest's merge, the count of the sources' KEV records), which
+// would push out the records asked for one at a time.
 func (d *DB) ReadBodies(ctx context.Context, keys []int64, fn func(key int64, body []byte)) error {
 	version, err := d.db.DataVersion(ctx)
 	if err != nil {
@@ -183,15 +213,18 @@ func (d *DB) ReadBodies(ctx context.Context, keys []int64, fn func(key int64, bo
 	}
 	missed := make([]int64, 0, len(keys))
 	for _, k := range keys {
-		if body, ok := d.records.get(k, version); ok {
+		if body, ok := d.records.appendTo([]byte{}, k, version); ok {
 			fn(k, body)
 			continue
 		}
 		missed = append(missed, k)
 	}
-	found := func(key int64, body []byte) {
-		fn(key, body)
-		d.records.put(key, version, body)
+	found := fn
+	if len(keys) == 1 {
+		found = func(key int64, body []byte) {
+			fn(key, body)
+			d.records.put(key, version, body)
+		}
 	}
 	if st := d.files.at(ctx, version, d.generation); st != nil {
 		err := readStore(st, missed, found)
