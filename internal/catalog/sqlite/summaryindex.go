@@ -501,6 +501,32 @@ func (s *summaries) at(ctx context.Context, version int64) (*summaryIndex, error
 	return nil, nil
 }
 
+// WarmSummaries builds the summary index of the catalog as it is now,
+// unless it is built, and returns once it is: the lists and streams that
+// follow answer from memory. Benchmarks call it; serve builds the index in
+// the background instead, the database answering meanwhile.
+func (d *DB) WarmSummaries(ctx context.Context) error {
+	v, err := d.db.DataVersion(ctx)
+	if err != nil {
+		return err
+	}
+	s := d.summaries
+	s.mu.Lock()
+	built := s.cur != nil && s.cur.version == v
+	s.mu.Unlock()
+	if built {
+		return nil
+	}
+	x, err := buildSummaryIndex(ctx, d, v)
+	if err != nil {
+		return fmt.Errorf("build the summary index: %w", err)
+	}
+	s.mu.Lock()
+	s.cur = x
+	s.mu.Unlock()
+	return nil
+}
+
 // close stops a build under way and waits for it.
 func (s *summaries) close() {
 	s.cancel()
