@@ -122,6 +122,10 @@ type indexRow struct {
 	severity  uint8
 	cvssVer   uint8
 	flags     uint8
+	// attr is the attributes of the row's entries, kept for a driver of
+	// rows (a search) to make its entries without reading the columns
+	// again; it takes the row's padding, no memory of its own.
+	attr uint32
 }
 
 const (
@@ -297,6 +301,7 @@ func (x *summaryIndex) sortOrders() {
 			continue
 		}
 		a := x.attr(i)
+		r.attr = a
 		keyOrder.ents = append(keyOrder.ents, entry{row: int32(i), attr: a})
 		x.cvssRange[a>>sevShift&(sevCodes-1)].add(r.cvss)
 		x.sevN[a>>sevShift&(sevCodes-1)]++

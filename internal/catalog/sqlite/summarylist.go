@@ -151,34 +151,23 @@ func (x *summaryIndex) list(p *catalog.ListPlan, q *cve.ListQuery, matched *sear
 			budget = 0 // the walk would not find a page within its budget
 		}
 	}
-	rows := make([]int32, 0, p.Limit+1)
-	exhausted := false // the walk stopped at its budget
-	walk := func(e entry) bool {
-		if budget == 0 {
-			exhausted = true
-			return false
-		}
-		budget--
-		if e.attr&f.mask == f.want && f.keep(e) {
-			rows = append(rows, e.row)
-		}
-		return len(rows) <= p.Limit
-	}
+	w := walker{f: f, rows: make([]int32, 0, p.Limit+1), want: p.Limit + 1, budget: budget}
 	for i := range runs {
 		if p.Desc {
 			i = len(runs) - 1 - i
 		}
 		var stopped bool
 		if kev != nil {
-			stopped = walkPositions(o, kev[i], p.Desc, walk)
+			stopped = w.positions(o, kev[i], p.Desc)
 		} else {
-			stopped = walkRun(o, runs[i], p.Desc, walk)
+			stopped = w.run(o.ents[runs[i].lo:runs[i].hi], p.Desc)
 		}
 		if stopped {
 			break
 		}
 	}
-	if exhausted && drive != nil {
+	rows := w.rows
+	if w.exhausted && drive != nil {
 		rows = x.enumerate(p, q, f, drive)
 	}
 	return x.page(p, rows)
@@ -187,36 +176,65 @@ func (x *summaryIndex) list(p *catalog.ListPlan, q *cve.ListQuery, matched *sear
 // run is the run of positions [lo, hi) of an order.
 type run struct{ lo, hi int }
 
-// walkRun calls fn for the entries of r in o, in the list's direction,
-// until fn returns false; done says that it did.
-func walkRun(o *order, r run, desc bool, fn func(entry) bool) (done bool) {
-	if desc {
-		for i := r.hi - 1; i >= r.lo; i-- {
-			if !fn(o.ents[i]) {
-				return true
-			}
+// walker reads entries in list order and keeps the rows of those that
+// pass the filters, until it holds want rows or has read budget entries.
+// Its loops call no function value: a list may read thousands of entries.
+type walker struct {
+	f         *listFilter
+	rows      []int32
+	want      int
+	budget    int
+	exhausted bool // it stopped at its budget
+}
+
+// run reads ents in the list's direction; done says that the walk is
+// done.
+func (w *walker) run(ents []entry, desc bool) (done bool) {
+	mask, want := w.f.mask, w.f.want
+	for k := range ents {
+		i := k
+		if desc {
+			i = len(ents) - 1 - k
 		}
-		return false
-	}
-	for _, e := range o.ents[r.lo:r.hi] {
-		if !fn(e) {
+		if w.budget == 0 {
+			w.exhausted = true
+			return true
+		}
+		w.budget--
+		if e := ents[i]; e.attr&mask == want && w.add(e) {
 			return true
 		}
 	}
 	return false
 }
 
-// walkPositions is walkRun over the entries of o at positions.
-func walkPositions(o *order, positions []int32, desc bool, fn func(entry) bool) (done bool) {
-	for i := range positions {
+// positions is run over the entries of o at positions.
+func (w *walker) positions(o *order, positions []int32, desc bool) (done bool) {
+	mask, want := w.f.mask, w.f.want
+	for k := range positions {
+		i := k
 		if desc {
-			i = len(positions) - 1 - i
+			i = len(positions) - 1 - k
 		}
-		if !fn(o.ents[positions[i]]) {
+		if w.budget == 0 {
+			w.exhausted = true
+			return true
+		}
+		w.budget--
+		if e := o.ents[positions[i]]; e.attr&mask == want && w.add(e) {
 			return true
 		}
 	}
 	return false
+}
+
+// add keeps the row of e when it passes the filters; done says that the
+// walk holds the rows it wants.
+func (w *walker) add(e entry) (done bool) {
+	if w.f.keep(e) {
+		w.rows = append(w.rows, e.row)
+	}
+	return len(w.rows) == w.want
 }
 
 // yearRuns returns the runs of [lo, hi) that hold the entries of the
@@ -429,7 +447,7 @@ func (x *summaryIndex) driver(q *cve.ListQuery, matched *searchSet) (driverFunc,
 					i := w*64 + bits.TrailingZeros64(word)
 					word &= word - 1
 					if x.rows[i].flags&rowRejected == 0 {
-						fn(entry{row: int32(i), attr: x.attr(i)})
+						fn(entry{row: int32(i), attr: x.rows[i].attr})
 					}
 				}
 			}
