@@ -348,15 +348,22 @@ type summaryValues struct {
 // times and ids are allocated once for all, their strings shared with the
 // index.
 func (x *summaryIndex) summarize(dst []cve.Summary, n int, rowAt func(int) int) []cve.Summary {
+	// The rows are copied first, in a loop whose reads do not wait for
+	// each other: the rows of a page lie far apart, and their reads from
+	// memory then overlap rather than follow one another.
+	rows := make([]indexRow, n)
+	for i := range rows {
+		rows[i] = x.rows[rowAt(i)]
+	}
 	vals := make([]summaryValues, n)
 	ids := make([]byte, 0, 16*n)
-	for i := range n {
-		ids = cve.AppendIDOfKey(ids, x.rows[rowAt(i)].key)
+	for i := range rows {
+		ids = cve.AppendIDOfKey(ids, rows[i].key)
 	}
 	all := string(ids)
 	start := 0
-	for i := range n {
-		r := &x.rows[rowAt(i)]
+	for i := range rows {
+		r := &rows[i]
 		v := &vals[i]
 		end := start + idLen(all[start:])
 		s := cve.Summary{CVEID: all[start:end], Severity: x.str(r.severity), CVSSVersion: x.str(r.cvssVer),
