@@ -130,6 +130,7 @@ say ""
 say '```'
 $GO test -run '^$' -bench 'GetRecord|BareHandler|List|Bulk|OSVQueryBatch' -benchtime 2s -benchmem ./internal/lookupapi | grep -E '^Benchmark' | tee -a "$OUT"
 $GO test -run '^$' -bench 'RecordJSON' -benchtime 2s ./internal/catalog/sqlite | grep -E '^Benchmark' | tee -a "$OUT"
+PATCHLINE_BENCH_CATALOG="$BENCH_DIR/data/catalog.db" $GO test -run '^$' -bench 'CatalogLists|CatalogBulk' -benchtime 2s ./bench/lookup | grep -E '^Benchmark' | tee -a "$OUT"
 $GO test -run '^$' -bench 'CheckIn/sqlite' -benchtime 5000x ./internal/control/sqlstore | grep -E '^Benchmark' | tee -a "$OUT"
 say '```'
 say ""

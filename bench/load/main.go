@@ -42,6 +42,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/patchline/patchline/bench/mix"
 )
 
 func main() {
@@ -280,7 +282,7 @@ func cveMain(args []string) {
 	for range 20000 {
 		coldReqs = append(coldReqs, &request{method: "GET", path: "/cve/" + ids[rng.IntN(len(ids))]})
 	}
-	queries := listQueries(rng, 150)
+	queries := mix.ListQueries(rng, 150)
 	if !want["list"] {
 		queries = nil
 	}
@@ -614,44 +616,6 @@ func idsOf(bulk []byte) []string {
 		}
 	}
 	return ids
-}
-
-// listQueries draws n list queries, limit=50, over every filter and sort.
-func listQueries(rng *rand.Rand, n int) []string {
-	sorts := []string{"", "published", "epss", "cvss", "fix", "kev", "cve"}
-	severities := [][]string{{"CRITICAL"}, {"HIGH"}, {"MEDIUM"}, {"LOW"}, {"CRITICAL", "HIGH"}}
-	words := []string{"remote", "overflow", "linux", "apache", "injection", "windows", "denial", "log4j", "kernel", "memory"}
-	var out []string
-	for range n {
-		v := url.Values{}
-		v.Set("limit", "50")
-		if s := sorts[rng.IntN(len(sorts))]; s != "" {
-			v.Set("sort", s)
-		}
-		if rng.IntN(2) == 0 {
-			v.Set("dir", "asc")
-		}
-		if rng.IntN(3) == 0 {
-			v["severity"] = severities[rng.IntN(len(severities))]
-		}
-		if rng.IntN(4) == 0 {
-			v.Set("kev", strconv.FormatBool(rng.IntN(2) == 0))
-		}
-		if rng.IntN(4) == 0 {
-			v.Set("fix", strconv.FormatBool(rng.IntN(2) == 0))
-		}
-		if rng.IntN(4) == 0 {
-			v.Set("epss_min", []string{"0.1", "0.5", "0.9"}[rng.IntN(3)])
-		}
-		if rng.IntN(4) == 0 {
-			v.Set("year", strconv.Itoa(2005+rng.IntN(21)))
-		}
-		if rng.IntN(6) == 0 {
-			v.Set("q", words[rng.IntN(len(words))])
-		}
-		out = append(out, v.Encode())
-	}
-	return out
 }
 
 func procStatus(pid int, field string) string {

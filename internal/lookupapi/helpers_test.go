@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,6 +58,15 @@ func (f *fakeCatalog) Walk(ctx context.Context, after string, fn func(cve.Summar
 }
 
 func (f *fakeCatalog) Stats(ctx context.Context) (cve.Stats, error) { return f.StatsFn(ctx) }
+
+// versionedCatalog is a fake catalog with versions, whose streams the
+// lookup API renders.
+type versionedCatalog struct {
+	*fakeCatalog
+	version atomic.Int64
+}
+
+func (c *versionedCatalog) Version(context.Context) (int64, error) { return c.version.Load(), nil }
 
 // memCatalog returns a fake catalog that serves recs from memory. Its List
 // orders by key (descending unless q says ascending) and applies the KEV

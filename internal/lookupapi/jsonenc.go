@@ -27,14 +27,31 @@ func appendString2(dst []byte, a, b string) []byte {
 	return append(dst, '"')
 }
 
+// plainASCII says of each byte whether it stands for itself inside a
+// JSON string: printable ASCII but the quote and the backslash.
+var plainASCII = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // appendEscaped appends s escaped for the inside of a JSON string, as
-// encoding/json does with HTML escaping off.
+// encoding/json does with HTML escaping off. Strings of plain ASCII, such
+// as ids, scores' labels and links, are appended whole.
 func appendEscaped(dst []byte, s string) []byte {
+	i := 0
+	for i < len(s) && plainASCII[s[i]] {
+		i++
+	}
+	if i == len(s) {
+		return append(dst, s...)
+	}
 	start := 0
-	for i := 0; i < len(s); {
+	for i < len(s) {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
+			if plainASCII[c] {
 				i++
 				continue
 			}

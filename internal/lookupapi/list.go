@@ -279,11 +279,14 @@ func (s *Server) listRecords(w http.ResponseWriter, r *http.Request) error {
 	defer putBuf(buf)
 	out := append(*buf, `{"results":[`...)
 	self, _ := s.links.bases(r)
+	// What every row's self link starts with, escaped once for the page.
+	var linkBuf [128]byte
+	link := appendEscaped(append(linkBuf[:0], `,"_links":{"self":"`...), self)
 	for i := range page.Rows {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		out = appendSummary(out, &page.Rows[i], self)
+		out = appendSummary(out, &page.Rows[i], link)
 	}
 	out = append(out, `],"nextCursor":`...)
 	if page.Next != nil {
@@ -298,14 +301,15 @@ func (s *Server) listRecords(w http.ResponseWriter, r *http.Request) error {
 }
 
 // appendSummary appends a CveSummary of the list endpoint: the lean row
-// with its self link.
-func appendSummary(dst []byte, s *cve.Summary, selfBase string) []byte {
+// with its self link. link is the link's opening, `,"_links":{"self":"`
+// and the escaped link base, which the row's id completes.
+func appendSummary(dst []byte, s *cve.Summary, link []byte) []byte {
 	dst = append(dst, `{"cveId":`...)
 	dst = appendString(dst, s.CVEID)
 	dst = appendSummaryScores(dst, s)
-	dst = append(dst, `,"_links":{"self":`...)
-	dst = appendString2(dst, selfBase, s.CVEID)
-	return append(dst, "}}"...)
+	dst = append(dst, link...)
+	dst = appendEscaped(dst, s.CVEID)
+	return append(dst, `"}}`...)
 }
 
 // appendSummaryScores appends the fields of a summary from severity to

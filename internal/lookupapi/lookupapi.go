@@ -95,6 +95,8 @@ type Server struct {
 	handler http.Handler
 	// streams holds a token per stream being served.
 	streams chan struct{}
+	// renditions holds the streams rendered for the catalog's version.
+	renditions renditions
 }
 
 // New returns the lookup service of c.

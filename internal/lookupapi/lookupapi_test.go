@@ -577,8 +577,16 @@ func TestBatch(t *testing.T) {
 	}
 }
 
+// TestStreams asks the streams of a catalog without versions, encoded as
+// they are sent, and of one with versions, rendered: the same bytes.
 func TestStreams(t *testing.T) {
-	a := newAPITest(t, Config{})
+	t.Run("encoded", func(t *testing.T) { testStreams(t, newAPITest(t, Config{})) })
+	t.Run("rendered", func(t *testing.T) {
+		testStreams(t, newAPITest(t, Config{Catalog: &versionedCatalog{fakeCatalog: memCatalog(testRecords()...)}}))
+	})
+}
+
+func testStreams(t *testing.T, a *apiTest) {
 	tests := []struct {
 		name, path, wantType string
 		want                 []string

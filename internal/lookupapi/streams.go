@@ -143,6 +143,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, name, contentTyp
 		w.WriteHeader(http.StatusOK)
 		return nil
 	}
+	rend, start := s.rendered(r, name, after, line)
+	if rend != nil {
+		defer rend.release()
+		if !gz {
+			h.Set("Content-Length", strconv.FormatInt(int64(len(header))+rend.size-start, 10))
+		}
+	}
 	var out io.Writer = &deadlineWriter{
 		w:   w,
 		rc:  http.NewResponseController(w),
@@ -155,13 +162,17 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, name, contentTyp
 	}
 	bw := bufio.NewWriterSize(out, streamBuffer)
 	bw.Write(header)
-	var cur cve.Summary // outside the closure: one of them, not one a row
-	err = s.catalog.Walk(r.Context(), after, func(sum cve.Summary) error {
-		cur = sum
-		// The line is written in the writer's own buffer when it fits.
-		_, err := bw.Write(line(bw.AvailableBuffer(), &cur))
-		return err
-	})
+	if rend != nil {
+		_, err = bw.ReadFrom(rend.reader(start))
+	} else {
+		var cur cve.Summary // outside the closure: one of them, not one a row
+		err = s.catalog.Walk(r.Context(), after, func(sum cve.Summary) error {
+			cur = sum
+			// The line is written in the writer's own buffer when it fits.
+			_, err := bw.Write(line(bw.AvailableBuffer(), &cur))
+			return err
+		})
+	}
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -175,6 +186,25 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, name, contentTyp
 		panic(http.ErrAbortHandler)
 	}
 	return nil
+}
+
+// rendered returns the rendition of the stream at the catalog's version
+// and the offset of its first line after `after`; nil when the catalog
+// has no versions or the rendition failed (logged): the stream is then
+// encoded as it is sent.
+func (s *Server) rendered(r *http.Request, name, after string, line func([]byte, *cve.Summary) []byte) (*rendition, int64) {
+	rend, err := s.acquire(r.Context(), name, line)
+	if err == nil && rend != nil {
+		start, err := rend.start(after)
+		if err == nil {
+			return rend, start
+		}
+		rend.release()
+	}
+	if err != nil {
+		s.logger.WarnContext(r.Context(), "stream rendition failed: encoding the stream as it is sent", "stream", name, "err", err)
+	}
+	return nil, 0
 }
 
 // deadlineWriter gives the writes to the client a deadline about

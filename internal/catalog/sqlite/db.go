@@ -269,6 +269,14 @@ func (d *DB) Walk(ctx context.Context, after string, fn func(cve.Summary) error)
 	return d.WalkFrom(ctx, from, fn)
 }
 
+// Version returns the catalog's data version: a number that changes with
+// every commit to the catalog, of this process or another, seen by the
+// reads that come a millisecond after it (sqlitedb.DB.DataVersion). The
+// lookup API renders its streams once a version.
+func (d *DB) Version(ctx context.Context) (int64, error) {
+	return d.db.DataVersion(ctx)
+}
+
 // summaryIndex returns the summary index if it holds the catalog as it is
 // now, nil otherwise.
 func (d *DB) summaryIndex(ctx context.Context) (*summaryIndex, error) {

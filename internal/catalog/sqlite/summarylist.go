@@ -45,10 +45,17 @@ type listFilter struct {
 	years      *[yearCodes]bool
 	epss       uint32 // the bucket of epss_min
 	matched    rowSet // nil without a search
+	// sevBits and yearBits have the bits of the severity and year codes
+	// a record that passes may have: every code without the filter.
+	sevBits  uint16
+	yearBits [yearCodes / 64]uint64
 }
 
 func (x *summaryIndex) newFilter(q *cve.ListQuery, matched rowSet) *listFilter {
-	f := &listFilter{x: x, q: q, matched: matched}
+	f := &listFilter{x: x, q: q, matched: matched, sevBits: math.MaxUint16}
+	for i := range f.yearBits {
+		f.yearBits[i] = math.MaxUint64
+	}
 	if q.KEV != nil {
 		f.mask |= attrKEV
 		if *q.KEV {
@@ -69,6 +76,12 @@ func (x *summaryIndex) newFilter(q *cve.ListQuery, matched rowSet) *listFilter {
 			}
 		}
 		f.sevs[sevOther] = true // tested on the row
+		f.sevBits = 0
+		for c, ok := range f.sevs {
+			if ok {
+				f.sevBits |= 1 << c
+			}
+		}
 	}
 	if len(q.Years) > 0 {
 		f.years = new([yearCodes]bool)
@@ -76,11 +89,28 @@ func (x *summaryIndex) newFilter(q *cve.ListQuery, matched rowSet) *listFilter {
 			f.years[yearCode(y)] = true
 		}
 		f.years[0] = true // tested on the row
+		f.yearBits = [yearCodes / 64]uint64{}
+		for c, ok := range f.years {
+			if ok {
+				f.yearBits[c/64] |= 1 << (c % 64)
+			}
+		}
 	}
 	if q.EPSSMin != nil {
 		f.epss = epssCode(*q.EPSSMin)
 	}
 	return f
+}
+
+// may is the quick test of an entry, on its attributes and the search
+// alone: false when the record cannot pass the filters, true when it may,
+// keep deciding. A list tests every entry it reads with it, and few
+// with keep.
+func (f *listFilter) may(e entry) bool {
+	a := e.attr
+	return a&f.mask == f.want && f.sevBits>>(a>>sevShift&(sevCodes-1))&1 != 0 &&
+		f.yearBits[a>>(yearShift+6)&(yearCodes/64-1)]>>(a>>yearShift&63)&1 != 0 &&
+		a>>epssShift >= f.epss && (f.matched == nil || f.matched.has(int(e.row)))
 }
 
 // keep reports whether the record of e passes the filters.
@@ -140,45 +170,34 @@ func (x *summaryIndex) list(p *catalog.ListPlan, q *cve.ListQuery, matched *sear
 			n += r.hi - r.lo
 		}
 	}
-	drive, size := x.driver(q, matched)
+	drive := x.driver(q, matched)
 	budget := n
 	switch {
 	case enumerateAlways:
 		budget = 0
-	case drive != nil && walkPerDriver*size < n:
-		budget = walkPerDriver * size
-		if x.walkEstimate(p, q, matched, size) > budget {
+	case drive != nil && walkPerDriver*drive.size < n:
+		budget = walkPerDriver * drive.size
+		if x.walkEstimate(p, q, matched, drive.size) > budget {
 			budget = 0 // the walk would not find a page within its budget
 		}
 	}
-	rows := make([]int32, 0, p.Limit+1)
-	exhausted := false // the walk stopped at its budget
-	walk := func(e entry) bool {
-		if budget == 0 {
-			exhausted = true
-			return false
-		}
-		budget--
-		if e.attr&f.mask == f.want && f.keep(e) {
-			rows = append(rows, e.row)
-		}
-		return len(rows) <= p.Limit
-	}
+	w := walker{f: f, rows: make([]int32, 0, p.Limit+1), want: p.Limit + 1, budget: budget}
 	for i := range runs {
 		if p.Desc {
 			i = len(runs) - 1 - i
 		}
 		var stopped bool
 		if kev != nil {
-			stopped = walkPositions(o, kev[i], p.Desc, walk)
+			stopped = w.positions(o, kev[i], p.Desc)
 		} else {
-			stopped = walkRun(o, runs[i], p.Desc, walk)
+			stopped = w.run(o.ents[runs[i].lo:runs[i].hi], p.Desc)
 		}
 		if stopped {
 			break
 		}
 	}
-	if exhausted && drive != nil {
+	rows := w.rows
+	if w.exhausted && drive != nil {
 		rows = x.enumerate(p, q, f, drive)
 	}
 	return x.page(p, rows)
@@ -187,36 +206,63 @@ func (x *summaryIndex) list(p *catalog.ListPlan, q *cve.ListQuery, matched *sear
 // run is the run of positions [lo, hi) of an order.
 type run struct{ lo, hi int }
 
-// walkRun calls fn for the entries of r in o, in the list's direction,
-// until fn returns false; done says that it did.
-func walkRun(o *order, r run, desc bool, fn func(entry) bool) (done bool) {
-	if desc {
-		for i := r.hi - 1; i >= r.lo; i-- {
-			if !fn(o.ents[i]) {
-				return true
-			}
+// walker reads entries in list order and keeps the rows of those that
+// pass the filters, until it holds want rows or has read budget entries.
+// Its loops call no function value: a list may read thousands of entries.
+type walker struct {
+	f         *listFilter
+	rows      []int32
+	want      int
+	budget    int
+	exhausted bool // it stopped at its budget
+}
+
+// run reads ents in the list's direction; done says that the walk is
+// done.
+func (w *walker) run(ents []entry, desc bool) (done bool) {
+	for k := range ents {
+		i := k
+		if desc {
+			i = len(ents) - 1 - k
 		}
-		return false
-	}
-	for _, e := range o.ents[r.lo:r.hi] {
-		if !fn(e) {
+		if w.budget == 0 {
+			w.exhausted = true
+			return true
+		}
+		w.budget--
+		if e := ents[i]; w.f.may(e) && w.add(e) {
 			return true
 		}
 	}
 	return false
 }
 
-// walkPositions is walkRun over the entries of o at positions.
-func walkPositions(o *order, positions []int32, desc bool, fn func(entry) bool) (done bool) {
-	for i := range positions {
+// positions is run over the entries of o at positions.
+func (w *walker) positions(o *order, positions []int32, desc bool) (done bool) {
+	for k := range positions {
+		i := k
 		if desc {
-			i = len(positions) - 1 - i
+			i = len(positions) - 1 - k
 		}
-		if !fn(o.ents[positions[i]]) {
+		if w.budget == 0 {
+			w.exhausted = true
+			return true
+		}
+		w.budget--
+		if e := o.ents[positions[i]]; w.f.may(e) && w.add(e) {
 			return true
 		}
 	}
 	return false
+}
+
+// add keeps the row of e when it passes the filters; done says that the
+// walk holds the rows it wants.
+func (w *walker) add(e entry) (done bool) {
+	if w.f.keep(e) {
+		w.rows = append(w.rows, e.row)
+	}
+	return len(w.rows) == w.want
 }
 
 // yearRuns returns the runs of [lo, hi) that hold the entries of the
@@ -380,107 +426,122 @@ func (x *summaryIndex) yearRange(years []int) valueRange {
 	return r
 }
 
-// driverFunc calls fn for every entry a driver holds, in any order.
-type driverFunc func(fn func(entry))
+// listDriver is what a list may read instead of its order: runs of an order
+// (the entries of the years asked, those of the EPSS scores from
+// epss_min on), or the rows a search matched; size is the number of its
+// entries.
+type listDriver struct {
+	runs    [][]entry
+	matched *searchSet
+	size    int
+}
 
-// driver returns the smallest driver of q, with the number of entries it
-// holds; nil without one.
-func (x *summaryIndex) driver(q *cve.ListQuery, matched *searchSet) (driverFunc, int) {
-	var best driverFunc
-	size := math.MaxInt
-	consider := func(d driverFunc, n int) {
-		if n < size {
-			best, size = d, n
+// driver returns the smallest driver of q, nil without one.
+func (x *summaryIndex) driver(q *cve.ListQuery, matched *searchSet) *listDriver {
+	var best *listDriver
+	consider := func(d *listDriver) {
+		if best == nil || d.size < best.size {
+			best = d
 		}
 	}
 	if len(q.Years) > 0 {
 		keys := x.orders["key"]
-		var runs []run
-		n := 0
+		d := &listDriver{}
 		years := slices.Clone(q.Years)
 		slices.Sort(years)
 		for _, y := range slices.Compact(years) {
 			klo, khi := catalog.YearKeys(y)
 			r := x.keyRun(keys, run{0, len(keys.ents)}, klo, khi)
-			runs = append(runs, r)
-			n += r.hi - r.lo
+			d.runs = append(d.runs, keys.ents[r.lo:r.hi])
+			d.size += r.hi - r.lo
 		}
-		consider(func(fn func(entry)) {
-			for _, r := range runs {
-				for _, e := range keys.ents[r.lo:r.hi] {
-					fn(e)
-				}
-			}
-		}, n)
+		consider(d)
 	}
 	if q.EPSSMin != nil {
 		o := x.orders["epss"]
 		lo := sort.Search(len(o.ents), func(i int) bool { return x.rows[o.ents[i].row].epss >= *q.EPSSMin })
-		consider(func(fn func(entry)) {
-			for _, e := range o.ents[lo:] {
-				fn(e)
-			}
-		}, len(o.ents)-lo)
+		consider(&listDriver{runs: [][]entry{o.ents[lo:]}, size: len(o.ents) - lo})
 	}
 	if matched != nil {
-		consider(func(fn func(entry)) {
-			for w, word := range matched.rows {
-				for word != 0 {
-					i := w*64 + bits.TrailingZeros64(word)
-					word &= word - 1
-					if x.rows[i].flags&rowRejected == 0 {
-						fn(entry{row: int32(i), attr: x.attr(i)})
-					}
-				}
-			}
-		}, matched.n)
+		consider(&listDriver{matched: matched, size: matched.n})
 	}
 	if best == nil && enumerateAlways {
 		keys := x.orders["key"]
-		consider(func(fn func(entry)) {
-			for _, e := range keys.ents {
-				fn(e)
-			}
-		}, len(keys.ents))
+		consider(&listDriver{runs: [][]entry{keys.ents}, size: len(keys.ents)})
 	}
-	return best, size
+	return best
 }
 
 // enumerate answers a list as list does, by reading every entry of the
 // driver and keeping the first limit+1 rows that pass, in list order.
-func (x *summaryIndex) enumerate(p *catalog.ListPlan, q *cve.ListQuery, f *listFilter, drive driverFunc) []int32 {
-	// less orders rows as the list does.
-	less := func(a, b int32) int {
-		ra, rb := &x.rows[a], &x.rows[b]
-		c := cmp.Compare(ra.key, rb.key)
-		if p.Col != "key" {
-			c = cmp.Or(cmp.Compare(ra.value(p.Col), rb.value(p.Col)), c)
-		}
-		if p.Desc {
-			return -c
-		}
-		return c
-	}
-	best := make([]int32, 0, p.Limit+1)
-	drive(func(e entry) {
-		if e.attr&f.mask != f.want || !f.keep(e) {
-			return
-		}
-		if len(best) == cap(best) && less(e.row, best[len(best)-1]) >= 0 {
-			return // after every row kept so far
-		}
-		if q.After != nil {
-			if c := x.compare(p, &x.rows[e.row], q.After); c == 0 || (c < 0) != p.Desc {
-				return // not after the position
+func (x *summaryIndex) enumerate(p *catalog.ListPlan, q *cve.ListQuery, f *listFilter, d *listDriver) []int32 {
+	e := &enumeration{x: x, p: p, q: q, f: f, best: make([]int32, 0, p.Limit+1)}
+	for _, run := range d.runs {
+		for _, en := range run {
+			if f.may(en) {
+				e.consider(en)
 			}
 		}
-		at, _ := slices.BinarySearchFunc(best, e.row, less)
-		if len(best) == cap(best) {
-			best = best[:len(best)-1]
+	}
+	if d.matched != nil {
+		for w, word := range d.matched.rows {
+			for word != 0 {
+				i := w*64 + bits.TrailingZeros64(word)
+				word &= word - 1
+				if r := &x.rows[i]; r.flags&rowRejected == 0 {
+					if en := (entry{row: int32(i), attr: r.attr}); f.may(en) {
+						e.consider(en)
+					}
+				}
+			}
 		}
-		best = slices.Insert(best, at, e.row)
-	})
-	return best
+	}
+	return e.best
+}
+
+// enumeration is the rows an enumeration keeps: the first limit+1 in list
+// order of those it has read.
+type enumeration struct {
+	x    *summaryIndex
+	p    *catalog.ListPlan
+	q    *cve.ListQuery
+	f    *listFilter
+	best []int32
+}
+
+// consider keeps the row of e if it passes the filters and comes before
+// one of the rows kept.
+func (e *enumeration) consider(en entry) {
+	x, p, best := e.x, e.p, e.best
+	if !e.f.keep(en) {
+		return
+	}
+	if len(best) == cap(best) && e.less(en.row, best[len(best)-1]) >= 0 {
+		return // after every row kept so far
+	}
+	if e.q.After != nil {
+		if c := x.compare(p, &x.rows[en.row], e.q.After); c == 0 || (c < 0) != p.Desc {
+			return // not after the position
+		}
+	}
+	at, _ := slices.BinarySearchFunc(best, en.row, e.less)
+	if len(best) == cap(best) {
+		best = best[:len(best)-1]
+	}
+	e.best = slices.Insert(best, at, en.row)
+}
+
+// less orders rows as the list does.
+func (e *enumeration) less(a, b int32) int {
+	ra, rb := &e.x.rows[a], &e.x.rows[b]
+	c := cmp.Compare(ra.key, rb.key)
+	if e.p.Col != "key" {
+		c = cmp.Or(cmp.Compare(ra.value(e.p.Col), rb.value(e.p.Col)), c)
+	}
+	if e.p.Desc {
+		return -c
+	}
+	return c
 }
 
 // compare orders a row and a position ascending, as List orders rows.
