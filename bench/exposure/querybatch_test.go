@@ -12,10 +12,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/patchline/patchline/internal/cputime"
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/exposure"
 	"github.com/patchline/patchline/internal/lookupapi"
@@ -76,7 +76,7 @@ func BenchmarkCatalogQueryBatch(b *testing.B) {
 	}
 	bodies := queryBatches(ctx, b, cat, 20)
 	var lat []time.Duration
-	cpu0 := cpuTime(b)
+	cpu0 := cputime.Process(b)
 	b.ResetTimer()
 	i := 0
 	for b.Loop() {
@@ -90,7 +90,7 @@ func BenchmarkCatalogQueryBatch(b *testing.B) {
 		}
 		i++
 	}
-	cpu := cpuTime(b) - cpu0
+	cpu := cputime.Process(b) - cpu0
 	b.StopTimer()
 	slices.Sort(lat)
 	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(len(lat)), "cpu-ms/op")
@@ -153,13 +153,4 @@ func queryBatches(ctx context.Context, b *testing.B, cat cve.Catalog, n int) [][
 		out[i], _ = json.Marshal(body)
 	}
 	return out
-}
-
-// cpuTime returns the user and system CPU time of the process so far.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

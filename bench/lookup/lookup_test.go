@@ -15,11 +15,10 @@ import (
 	"net/url"
 	"os"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/patchline/patchline/bench/mix"
+	"github.com/patchline/patchline/internal/cputime"
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/lookupapi"
 
@@ -102,13 +101,13 @@ func BenchmarkCatalogLists(b *testing.B) {
 		}
 	}
 	w.keep = false
-	cpu0 := cpuTime(b)
+	cpu0 := cputime.Process(b)
 	i := 0
 	for b.Loop() {
 		get(b, srv, paths[i%len(paths)], w)
 		i++
 	}
-	b.ReportMetric(float64(cpuTime(b)-cpu0)/1e3/float64(i), "cpu-µs/op")
+	b.ReportMetric(float64(cputime.Process(b)-cpu0)/1e3/float64(i), "cpu-µs/op")
 }
 
 // BenchmarkCatalogBulk streams bulk.jsonl of the whole catalog,
@@ -118,13 +117,13 @@ func BenchmarkCatalogBulk(b *testing.B) {
 	w := &discard{}
 	get(b, srv, "/cve/bulk.jsonl", w)
 	b.SetBytes(w.n)
-	cpu0 := cpuTime(b)
+	cpu0 := cputime.Process(b)
 	i := 0
 	for b.Loop() {
 		get(b, srv, "/cve/bulk.jsonl", w)
 		i++
 	}
-	b.ReportMetric(float64(cpuTime(b)-cpu0)/1e6/float64(i), "cpu-ms/op")
+	b.ReportMetric(float64(cputime.Process(b)-cpu0)/1e6/float64(i), "cpu-ms/op")
 }
 
 // discard is a ResponseWriter that counts the bytes, and keeps them when
@@ -160,14 +159,4 @@ func (w *discard) Write(p []byte) (int, error) {
 		w.body = append(w.body, p...)
 	}
 	return len(p), nil
-}
-
-// cpuTime returns the user and system CPU time of the process so far.
-func cpuTime(b *testing.B) time.Duration {
-	b.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

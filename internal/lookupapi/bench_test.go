@@ -10,10 +10,10 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/patchline/patchline/internal/cputime"
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/exposure"
 	"github.com/patchline/patchline/internal/ratelimit"
@@ -294,7 +294,7 @@ func benchQueryBatch(b *testing.B, cves, others, packages, sets int) {
 	}
 	payload, _ := json.Marshal(body)
 	var lat []time.Duration
-	cpu0 := cpuTime(b)
+	cpu0 := cputime.Process(b)
 	b.ResetTimer()
 	for b.Loop() {
 		req := httptest.NewRequest("POST", OSVBasePath+"/v1/querybatch", bytes.NewReader(payload))
@@ -306,20 +306,11 @@ func benchQueryBatch(b *testing.B, cves, others, packages, sets int) {
 			b.Fatalf("status %d: %s", w.Code, w.Body)
 		}
 	}
-	cpu := cpuTime(b) - cpu0
+	cpu := cputime.Process(b) - cpu0
 	slices.Sort(lat)
 	// The CPU time of a request does not depend on what else the machine
 	// runs, as latencies do.
 	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(len(lat)), "cpu-ms/op")
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
-}
-
-// cpuTime returns the user and system CPU time of the process so far.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/patchline/patchline/internal/catalog/sqlite"
+	"github.com/patchline/patchline/internal/cputime"
 )
 
 // BenchmarkCatalogRecords drives the lookup API's handler over the catalog
@@ -78,7 +79,7 @@ func BenchmarkCatalogRecords(b *testing.B) {
 	} {
 		b.Run(bb.name, func(b *testing.B) {
 			b.ReportAllocs()
-			cpu := cpuTime(b)
+			cpu := cputime.Process(b)
 			b.RunParallel(func(pb *testing.PB) {
 				rng := rand.New(rand.NewPCG(rand.Uint64(), 1))
 				w := &discardWriter{h: http.Header{}}
@@ -92,7 +93,7 @@ func BenchmarkCatalogRecords(b *testing.B) {
 					}
 				}
 			})
-			b.ReportMetric(float64((cpuTime(b)-cpu).Nanoseconds())/1000/float64(b.N), "cpu-µs/op")
+			b.ReportMetric(float64((cputime.Process(b)-cpu).Nanoseconds())/1000/float64(b.N), "cpu-µs/op")
 		})
 	}
 }

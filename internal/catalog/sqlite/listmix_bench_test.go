@@ -5,10 +5,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
-	"syscall"
 	"testing"
-	"time"
 
+	"github.com/patchline/patchline/internal/cputime"
 	"github.com/patchline/patchline/internal/cve"
 )
 
@@ -93,7 +92,7 @@ func BenchmarkListMix(b *testing.B) {
 			q.After = page.Next
 		}
 	}
-	cpu0 := benchCPU(b)
+	cpu0 := cputime.Process(b)
 	n := 0
 	for b.Loop() {
 		if _, err := db.List(ctx, pages[n%len(pages)]); err != nil {
@@ -101,7 +100,7 @@ func BenchmarkListMix(b *testing.B) {
 		}
 		n++
 	}
-	b.ReportMetric(float64(benchCPU(b)-cpu0)/1e3/float64(n), "cpu-µs/op")
+	b.ReportMetric(float64(cputime.Process(b)-cpu0)/1e3/float64(n), "cpu-µs/op")
 }
 
 // BenchmarkWalkCatalog walks every record of the catalog of
@@ -110,7 +109,7 @@ func BenchmarkListMix(b *testing.B) {
 func BenchmarkWalkCatalog(b *testing.B) {
 	db := benchCatalog(b)
 	ctx := context.Background()
-	cpu0 := benchCPU(b)
+	cpu0 := cputime.Process(b)
 	n := 0
 	for b.Loop() {
 		err := db.Walk(ctx, "", func(cve.Summary) error {
@@ -121,14 +120,5 @@ func BenchmarkWalkCatalog(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(benchCPU(b)-cpu0)/float64(n), "cpu-ns/record")
-}
-
-// benchCPU returns the user and system CPU time of the process so far.
-func benchCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64(cputime.Process(b)-cpu0)/float64(n), "cpu-ns/record")
 }

@@ -5,11 +5,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/patchline/patchline/internal/catalog/catalogtest"
+	"github.com/patchline/patchline/internal/cputime"
 )
 
 // BenchmarkRecordJSON reads records by id from a catalog of 20,000 records
@@ -48,7 +47,7 @@ func BenchmarkRecordJSON(b *testing.B) {
 		}
 		b.Run(bb.name, func(b *testing.B) {
 			b.SetBytes(int64(len(rows[0].Body)))
-			cpu := cpuTime(b)
+			cpu := cputime.Process(b)
 			b.RunParallel(func(pb *testing.PB) {
 				i := rand.IntN(len(bb.ids))
 				var buf []byte
@@ -64,16 +63,7 @@ func BenchmarkRecordJSON(b *testing.B) {
 			})
 			// The CPU time of a read depends less on what else the
 			// machine runs than its wall time does.
-			b.ReportMetric(float64((cpuTime(b)-cpu).Nanoseconds())/1000/float64(b.N), "cpu-µs/op")
+			b.ReportMetric(float64((cputime.Process(b)-cpu).Nanoseconds())/1000/float64(b.N), "cpu-µs/op")
 		})
 	}
-}
-
-// cpuTime returns the user and system CPU time of the process so far.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

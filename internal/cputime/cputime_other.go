@@ -1,0 +1,12 @@
+//go:build !unix && !windows
+
+package cputime
+
+import (
+	"errors"
+	"time"
+)
+
+func process() (time.Duration, error) {
+	return 0, errors.New("not available on this system")
+}
