@@ -114,12 +114,9 @@ func (x *Index) AffectedCVEs(p sbom.Package, max int) (ids []string, complete bo
 	defer x.mu.RUnlock()
 	// The entries of a key are in CVE order (see insert), and an item
 	// without source package has one key: the ids come sorted, those of
-	// a CVE with two products of the key side by side.
-	n := len(x.products[Key(p.Ecosystem, p.Name)])
-	if max > 0 {
-		n = min(n, max)
-	}
-	ids = make([]string, 0, n)
+	// a CVE with two products of the key side by side. The ids grow as
+	// they are found: a package at a fixed version is affected by few of
+	// its product's CVEs, which may be thousands.
 	last := int32(-1)
 	complete = true
 	x.judge(item, nil, func(en entry, f *Finding) bool {
