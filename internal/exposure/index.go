@@ -36,7 +36,7 @@ type Index struct {
 	products map[string][]entry // by Key, each in CVE order
 	slots    map[int64]int32    // by cve.Key: the CVE's slot in cves
 	cves     []cveEntry         // by slot
-	fixes    []*fixes           // by id, the entries' fixes
+	fixes    fixesTable         // by id, the entries' fixes
 	// bare are the CVEs whose record names no product, by cve.Key, with
 	// the time the catalog last modified it: read once, and again when
 	// modified.
@@ -153,7 +153,7 @@ type entry struct {
 }
 
 // fixes are the atoms of a product, which the entries of every CVE with
-// the same atoms for the product share.
+// the same atoms for the product share: a set as fixesTable gives it.
 type fixes struct {
 	ecosystem string
 	product   string
@@ -447,12 +447,12 @@ func (r *refresh) keep(key int64, slot int32, held bool, modified stamp, risk Ri
 	return true
 }
 
-// addFixes gives f an id in x.fixes and returns it.
-func (x *Index) addFixes(f *fixes) int32 {
+// addFixes gives f an id in x.fixes and returns it; ok is false for a
+// set the table cannot hold (see fixesTable.add).
+func (x *Index) addFixes(f fixes) (id int32, ok bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.fixes = append(x.fixes, f)
-	return int32(len(x.fixes) - 1)
+	return x.fixes.add(f)
 }
 
 // dropSlot takes a CVE out of the index, and returns its slot, whose
@@ -480,7 +480,7 @@ func (x *Index) insert(e cveEntry, products []int32, advisories []string) []stri
 	var keys []string
 	for _, id := range products {
 		en := entry{slot: slot, fixes: id}
-		fx := x.fixes[id]
+		fx := x.fixes.get(id)
 		pkeys := productKeys(fx.ecosystem, fx.product)
 		for _, k := range pkeys {
 			if slices.Contains(keys, k) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -291,17 +292,39 @@ func TestFixesSharedByHash(t *testing.T) {
 	}
 	// The Vendor product's hash made to name the Maven product's set, as
 	// a collision would.
-	vendor := x.fixes[first[1]]
+	vendor := x.fixes.get(first[1])
 	h := x.pool.hashFixes(vendor.ecosystem, vendor.product, vendor.atoms)
 	x.pool.fixes[h] = first[0]
 	ids := x.productsOf(log4j)
 	if ids[0] != first[0] || ids[1] == first[0] {
 		t.Fatalf("after a collision, ids %v (before %v)", ids, first)
 	}
-	if got := x.fixes[ids[1]]; !got.is("Vendor", "Apache Log4j2", vendor.atoms) {
+	if !x.fixes.is(ids[1], "Vendor", "Apache Log4j2", vendor.atoms) {
+		got := x.fixes.get(ids[1])
 		t.Errorf("the colliding product got the set of %s %q", got.ecosystem, got.product)
 	}
 	if x.pool.fixes[h] != first[0] {
 		t.Error("the set that held the hash lost it")
+	}
+}
+
+// TestFixesTableLimits leaves out of the index a product the table cannot
+// hold, and keeps the record's other products.
+func TestFixesTableLimits(t *testing.T) {
+	long := strings.Repeat("x", 1<<16)
+	r := &cve.Record{CVEID: "CVE-2024-0001", Remediation: cve.Remediation{Available: true, Products: []cve.Product{
+		{Ecosystem: "PyPI", Product: long, Atoms: []cve.Atom{{FixedVersion: "1.0"}}},
+		{Ecosystem: "PyPI", Product: "requests", Atoms: []cve.Atom{{FixedVersion: "2.31.0"}}},
+	}}}
+	x := indexOf(r)
+	if got := x.products[Key("PyPI", long)]; len(got) != 0 {
+		t.Errorf("the product of a 64 KiB name has %d entries", len(got))
+	}
+	list := x.products[Key("PyPI", "requests")]
+	if len(list) != 1 {
+		t.Fatalf("requests has %d entries, want 1", len(list))
+	}
+	if f := x.fixes.get(list[0].fixes); f.ecosystem != "PyPI" || f.product != "requests" || len(f.atoms) != 1 || f.atoms[0].fixedVersion != "2.31.0" {
+		t.Errorf("requests's set: %+v", f)
 	}
 }

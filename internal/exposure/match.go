@@ -177,7 +177,10 @@ func (x *Index) judge(item device.Software, kbs map[string]bool, found func(entr
 	}
 	// On Windows, only the atoms of the item's architecture apply.
 	arch := normArch(item.Arch)
-	ofArch := func(fx *fixes) bool { return fx.arch == "" || arch == "" || arch == fx.arch }
+	ofArch := func(fixes int32) bool {
+		a := x.fixes.arch(fixes)
+		return a == "" || arch == "" || arch == a
+	}
 	// Rule 1 holds for the CVE, whichever of its products names the
 	// update: the CNA's product without KB and MSRC's with it are one
 	// Windows release.
@@ -185,11 +188,10 @@ func (x *Index) judge(item device.Software, kbs map[string]bool, found func(entr
 	if len(kbs) > 0 {
 		fixedByKB = map[int64]bool{}
 		for en := range entries {
-			fx := x.fixes[en.fixes]
-			if !ofArch(fx) {
+			if !ofArch(en.fixes) {
 				continue
 			}
-			for _, a := range fx.atoms {
+			for _, a := range x.fixes.atomsOf(x.fixes.rows[en.fixes]) {
 				if a.kb != "" && kbs[normKB(a.kb)] {
 					fixedByKB[x.cves[en.slot].key] = true
 				}
@@ -211,8 +213,9 @@ func (x *Index) judge(item device.Software, kbs map[string]bool, found func(entr
 		if j == nil {
 			var f Finding
 			ok := false
-			if fx := x.fixes[en.fixes]; ofArch(fx) {
-				f, ok = matchEntry(fx, item, installed)
+			if ofArch(en.fixes) {
+				fx := x.fixes.get(en.fixes)
+				f, ok = matchEntry(&fx, item, installed)
 			}
 			j = m.add(judged{fixes: en.fixes, f: f, ok: ok})
 		}

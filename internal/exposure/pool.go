@@ -105,12 +105,15 @@ func (x *Index) productsOf(r *cve.Record) []int32 {
 		}
 		h := p.hashFixes(prod.Ecosystem, prod.Product, atoms)
 		id, ok := p.fixes[h]
-		if !ok || !x.fixes[id].is(prod.Ecosystem, prod.Product, atoms) {
-			f := &fixes{ecosystem: p.str(prod.Ecosystem), product: prod.Product, atoms: atoms}
+		if !ok || !x.fixes.is(id, prod.Ecosystem, prod.Product, atoms) {
+			f := fixes{ecosystem: prod.Ecosystem, product: prod.Product, atoms: atoms}
 			if f.ecosystem == "Windows" || f.ecosystem == "Microsoft" {
 				_, f.arch = windowsProduct(prod.Product)
 			}
-			id = x.addFixes(f)
+			var added bool
+			if id, added = x.addFixes(f); !added {
+				continue
+			}
 			if p.fixes == nil {
 				p.fixes = map[uint64]int32{}
 			}
@@ -140,11 +143,6 @@ func (p *pool) hashFixes(ecosystem, product string, atoms []*atom) uint64 {
 		h.Write(b[:])
 	}
 	return h.Sum64()
-}
-
-// is reports whether f is the set of atoms of product of ecosystem.
-func (f *fixes) is(ecosystem, product string, atoms []*atom) bool {
-	return f.ecosystem == ecosystem && f.product == product && slices.Equal(f.atoms, atoms)
 }
 
 // advisoriesOf returns the ids of the advisories the atoms of a record
