@@ -14,13 +14,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/patchline/patchline/internal/apikey"
+	"github.com/patchline/patchline/internal/benchtest"
 	catalogsqlite "github.com/patchline/patchline/internal/catalog/sqlite"
 	"github.com/patchline/patchline/internal/control/sqlstore"
 	"github.com/patchline/patchline/internal/controlapi"
@@ -185,10 +185,7 @@ func get(b *testing.B, f *fixture, path string) time.Duration {
 }
 
 func report(b *testing.B, lat []time.Duration) {
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
-	b.ReportMetric(pct(0.5), "p50-ms")
-	b.ReportMetric(pct(0.99), "p99-ms")
+	benchtest.ReportLatencies(b, lat)
 	b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patchline/patchline/internal/benchtest"
 	catalogsqlite "github.com/patchline/patchline/internal/catalog/sqlite"
 	"github.com/patchline/patchline/internal/exposure"
 )
@@ -24,10 +25,7 @@ import (
 //	PATCHLINE_BENCH_CATALOG=/tmp/patchline-bench/data/catalog.db \
 //	  go test ./bench/exposure -run '^$' -bench IndexRefresh -benchtime 1x
 func BenchmarkIndexRefresh(b *testing.B) {
-	path := os.Getenv("PATCHLINE_BENCH_CATALOG")
-	if path == "" {
-		b.Skip("PATCHLINE_BENCH_CATALOG is not set: it names the catalog.db whose index is measured")
-	}
+	path := benchtest.CatalogPath(b, "whose index is measured")
 	ctx := context.Background()
 	cat, err := catalogsqlite.Open(ctx, path)
 	if err != nil {

@@ -9,13 +9,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/patchline/patchline/internal/cputime"
+	"github.com/patchline/patchline/internal/benchtest"
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/exposure"
 	"github.com/patchline/patchline/internal/lookupapi"
@@ -38,10 +37,7 @@ var (
 // catalogOf opens the catalog at PATCHLINE_BENCH_CATALOG and builds its
 // index once for the benchmarks of this process.
 func catalogOf(b *testing.B) (*catalogsqlite.DB, *exposure.Index) {
-	path := os.Getenv("PATCHLINE_BENCH_CATALOG")
-	if path == "" {
-		b.Skip("PATCHLINE_BENCH_CATALOG is not set: it names the catalog.db whose index is asked")
-	}
+	path := benchtest.CatalogPath(b, "whose index is asked")
 	catalogOnce.Do(func() {
 		ctx := context.Background()
 		if catalogDB, catalogErr = catalogsqlite.Open(ctx, path); catalogErr != nil {
@@ -76,7 +72,7 @@ func BenchmarkCatalogQueryBatch(b *testing.B) {
 	}
 	bodies := queryBatches(ctx, b, cat, 20)
 	var lat []time.Duration
-	cpu0 := cputime.Process(b)
+	cpu0 := benchtest.CPUTime(b)
 	b.ResetTimer()
 	i := 0
 	for b.Loop() {
@@ -90,12 +86,10 @@ func BenchmarkCatalogQueryBatch(b *testing.B) {
 		}
 		i++
 	}
-	cpu := cputime.Process(b) - cpu0
+	cpu := benchtest.CPUTime(b) - cpu0
 	b.StopTimer()
-	slices.Sort(lat)
 	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(len(lat)), "cpu-ms/op")
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+	benchtest.ReportLatencies(b, lat)
 	b.ReportMetric(float64(liveHeap())/(1<<20), "heap-MiB")
 	if out := os.Getenv("PATCHLINE_BENCH_HEAPPROFILE"); out != "" {
 		writeHeapProfile(b, out)

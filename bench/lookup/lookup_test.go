@@ -13,12 +13,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"sync"
 	"testing"
 
 	"github.com/patchline/patchline/bench/mix"
-	"github.com/patchline/patchline/internal/cputime"
+	"github.com/patchline/patchline/internal/benchtest"
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/lookupapi"
 
@@ -37,10 +36,7 @@ var (
 // of its records, once for the benchmarks of this process.
 func serverOf(b *testing.B) (*lookupapi.Server, int) {
 	b.Helper()
-	path := os.Getenv("PATCHLINE_BENCH_CATALOG")
-	if path == "" {
-		b.Skip("PATCHLINE_BENCH_CATALOG is not set: it names the catalog.db the lookup API serves")
-	}
+	path := benchtest.CatalogPath(b, "the lookup API serves")
 	serverOnce.Do(func() {
 		ctx := context.Background()
 		var db *catalogsqlite.DB
@@ -101,13 +97,13 @@ func BenchmarkCatalogLists(b *testing.B) {
 		}
 	}
 	w.keep = false
-	cpu0 := cputime.Process(b)
+	cpu0 := benchtest.CPUTime(b)
 	i := 0
 	for b.Loop() {
 		get(b, srv, paths[i%len(paths)], w)
 		i++
 	}
-	b.ReportMetric(float64(cputime.Process(b)-cpu0)/1e3/float64(i), "cpu-µs/op")
+	b.ReportMetric(float64(benchtest.CPUTime(b)-cpu0)/1e3/float64(i), "cpu-µs/op")
 }
 
 // BenchmarkCatalogBulk streams bulk.jsonl of the whole catalog,
@@ -117,13 +113,13 @@ func BenchmarkCatalogBulk(b *testing.B) {
 	w := &discard{}
 	get(b, srv, "/cve/bulk.jsonl", w)
 	b.SetBytes(w.n)
-	cpu0 := cputime.Process(b)
+	cpu0 := benchtest.CPUTime(b)
 	i := 0
 	for b.Loop() {
 		get(b, srv, "/cve/bulk.jsonl", w)
 		i++
 	}
-	b.ReportMetric(float64(cputime.Process(b)-cpu0)/1e6/float64(i), "cpu-ms/op")
+	b.ReportMetric(float64(benchtest.CPUTime(b)-cpu0)/1e6/float64(i), "cpu-ms/op")
 }
 
 // discard is a ResponseWriter that counts the bytes, and keeps them when

@@ -8,12 +8,11 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/patchline/patchline/internal/cputime"
+	"github.com/patchline/patchline/internal/benchtest"
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/exposure"
 	"github.com/patchline/patchline/internal/ratelimit"
@@ -294,7 +293,7 @@ func benchQueryBatch(b *testing.B, cves, others, packages, sets int) {
 	}
 	payload, _ := json.Marshal(body)
 	var lat []time.Duration
-	cpu0 := cputime.Process(b)
+	cpu0 := benchtest.CPUTime(b)
 	b.ResetTimer()
 	for b.Loop() {
 		req := httptest.NewRequest("POST", OSVBasePath+"/v1/querybatch", bytes.NewReader(payload))
@@ -306,11 +305,9 @@ func benchQueryBatch(b *testing.B, cves, others, packages, sets int) {
 			b.Fatalf("status %d: %s", w.Code, w.Body)
 		}
 	}
-	cpu := cputime.Process(b) - cpu0
-	slices.Sort(lat)
+	cpu := benchtest.CPUTime(b) - cpu0
 	// The CPU time of a request does not depend on what else the machine
 	// runs, as latencies do.
 	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(len(lat)), "cpu-ms/op")
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+	benchtest.ReportLatencies(b, lat)
 }

@@ -7,11 +7,10 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"testing"
 
+	"github.com/patchline/patchline/internal/benchtest"
 	"github.com/patchline/patchline/internal/catalog/sqlite"
-	"github.com/patchline/patchline/internal/cputime"
 )
 
 // BenchmarkCatalogRecords drives the lookup API's handler over the catalog
@@ -25,10 +24,7 @@ import (
 //	PATCHLINE_BENCH_CATALOG=/tmp/patchline-bench/data/catalog.db \
 //	  go test ./internal/lookupapi -run '^$' -bench CatalogRecords -benchmem
 func BenchmarkCatalogRecords(b *testing.B) {
-	path := os.Getenv("PATCHLINE_BENCH_CATALOG")
-	if path == "" {
-		b.Skip("PATCHLINE_BENCH_CATALOG is not set: it names the catalog.db whose records are read")
-	}
+	path := benchtest.CatalogPath(b, "whose records are read")
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, path)
 	if err != nil {
@@ -79,7 +75,7 @@ func BenchmarkCatalogRecords(b *testing.B) {
 	} {
 		b.Run(bb.name, func(b *testing.B) {
 			b.ReportAllocs()
-			cpu := cputime.Process(b)
+			cpu := benchtest.CPUTime(b)
 			b.RunParallel(func(pb *testing.PB) {
 				rng := rand.New(rand.NewPCG(rand.Uint64(), 1))
 				w := &discardWriter{h: http.Header{}}
@@ -93,7 +89,7 @@ func BenchmarkCatalogRecords(b *testing.B) {
 					}
 				}
 			})
-			b.ReportMetric(float64((cputime.Process(b)-cpu).Nanoseconds())/1000/float64(b.N), "cpu-µs/op")
+			b.ReportMetric(float64((benchtest.CPUTime(b)-cpu).Nanoseconds())/1000/float64(b.N), "cpu-µs/op")
 		})
 	}
 }

@@ -3,11 +3,10 @@ package sqlite
 import (
 	"context"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"testing"
 
-	"github.com/patchline/patchline/internal/cputime"
+	"github.com/patchline/patchline/internal/benchtest"
 	"github.com/patchline/patchline/internal/cve"
 )
 
@@ -16,10 +15,7 @@ import (
 // its summary index built, or skips the benchmark. It only reads it.
 func benchCatalog(b *testing.B) *DB {
 	b.Helper()
-	path := os.Getenv("PATCHLINE_BENCH_CATALOG")
-	if path == "" {
-		b.Skip("PATCHLINE_BENCH_CATALOG is not set")
-	}
+	path := benchtest.CatalogPath(b, "whose lists are walked")
 	db, err := Open(context.Background(), path)
 	if err != nil {
 		b.Fatal(err)
@@ -92,7 +88,7 @@ func BenchmarkListMix(b *testing.B) {
 			q.After = page.Next
 		}
 	}
-	cpu0 := cputime.Process(b)
+	cpu0 := benchtest.CPUTime(b)
 	n := 0
 	for b.Loop() {
 		if _, err := db.List(ctx, pages[n%len(pages)]); err != nil {
@@ -100,7 +96,7 @@ func BenchmarkListMix(b *testing.B) {
 		}
 		n++
 	}
-	b.ReportMetric(float64(cputime.Process(b)-cpu0)/1e3/float64(n), "cpu-µs/op")
+	b.ReportMetric(float64(benchtest.CPUTime(b)-cpu0)/1e3/float64(n), "cpu-µs/op")
 }
 
 // BenchmarkWalkCatalog walks every record of the catalog of
@@ -109,7 +105,7 @@ func BenchmarkListMix(b *testing.B) {
 func BenchmarkWalkCatalog(b *testing.B) {
 	db := benchCatalog(b)
 	ctx := context.Background()
-	cpu0 := cputime.Process(b)
+	cpu0 := benchtest.CPUTime(b)
 	n := 0
 	for b.Loop() {
 		err := db.Walk(ctx, "", func(cve.Summary) error {
@@ -120,5 +116,5 @@ func BenchmarkWalkCatalog(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(cputime.Process(b)-cpu0)/float64(n), "cpu-ns/record")
+	b.ReportMetric(float64(benchtest.CPUTime(b)-cpu0)/float64(n), "cpu-ns/record")
 }

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patchline/patchline/internal/benchtest"
 	"github.com/patchline/patchline/internal/catalog/catalogtest"
-	"github.com/patchline/patchline/internal/cputime"
 )
 
 // BenchmarkRecordJSON reads records by id from a catalog of 20,000 records
@@ -47,7 +47,7 @@ func BenchmarkRecordJSON(b *testing.B) {
 		}
 		b.Run(bb.name, func(b *testing.B) {
 			b.SetBytes(int64(len(rows[0].Body)))
-			cpu := cputime.Process(b)
+			cpu := benchtest.CPUTime(b)
 			b.RunParallel(func(pb *testing.PB) {
 				i := rand.IntN(len(bb.ids))
 				var buf []byte
@@ -63,7 +63,7 @@ func BenchmarkRecordJSON(b *testing.B) {
 			})
 			// The CPU time of a read depends less on what else the
 			// machine runs than its wall time does.
-			b.ReportMetric(float64((cputime.Process(b)-cpu).Nanoseconds())/1000/float64(b.N), "cpu-µs/op")
+			b.ReportMetric(float64((benchtest.CPUTime(b)-cpu).Nanoseconds())/1000/float64(b.N), "cpu-µs/op")
 		})
 	}
 }

@@ -1,6 +1,6 @@
 //go:build !unix && !windows
 
-package cputime
+package benchtest
 
 import (
 	"errors"
