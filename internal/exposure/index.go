@@ -22,13 +22,14 @@ import (
 // product name, see Key), the CVEs whose remediation names it and their
 // atoms, with the fixed versions and affected ranges parsed once. It keeps
 // of each atom only what matching needs, and shares what repeats across
-// CVEs (names, versions parsed or not, ranges, a product's set of atoms)
-// through its pool: a catalog of 300,000 CVEs names a few thousand
-// distinct products and fixes.
+// CVEs (the atoms' strings, versions parsed or not, ranges, a product's
+// set of atoms) through its pool: the fixes of a Patch Tuesday or of a
+// kernel erratum are one set for every CVE they fix.
 //
 // Its bulk, an entry per product of each CVE (millions at 300,000 CVEs),
 // is kept in arrays of integers that the garbage collector need not scan:
-// an entry names its CVE by slot in cves and its atoms by id in fixes. A
+// an entry names its CVE by slot in cves and its atoms by id in fixes, a
+// table of integer rows (fixesTable). A
 // CVE keeps what ranks it (KEV, EPSS, CVSS, severity) and when the
 // catalog last modified it, not its description.
 type Index struct {
