@@ -29,15 +29,17 @@ import (
 // Its bulk, an entry per product of each CVE (millions at 300,000 CVEs),
 // is kept in arrays of integers that the garbage collector need not scan:
 // an entry names its CVE by slot in cves and its atoms by id in fixes, a
-// table of integer rows (fixesTable). A
-// CVE keeps what ranks it (KEV, EPSS, CVSS, severity) and when the
-// catalog last modified it, not its description.
+// table of integer rows (fixesTable), and the entries of each product,
+// like the CVEs of each advisory, are runs of a few large arrays found by
+// the key's hash (runs), not a slice and a string per key. A CVE keeps
+// what ranks it (KEV, EPSS, CVSS, severity) and when the catalog last
+// modified it, not its description.
 type Index struct {
 	mu       sync.RWMutex
-	products map[string][]entry // by Key, each in CVE order
-	slots    map[int64]int32    // by cve.Key: the CVE's slot in cves
-	cves     []cveEntry         // by slot
-	fixes    fixesTable         // by id, the entries' fixes
+	products runs[entry]     // by Key, each in CVE order
+	slots    map[int64]int32 // by cve.Key: the CVE's slot in cves
+	cves     []cveEntry      // by slot
+	fixes    fixesTable      // by id, the entries' fixes
 	// bare are the CVEs whose record names no product, by cve.Key, with
 	// the time the catalog last modified it: read once, and again when
 	// modified.
@@ -45,7 +47,7 @@ type Index struct {
 	// advisories are the slots of the CVEs whose atoms name an advisory
 	// (GHSA, PYSEC, RUSTSEC, GO, DSA, ALSA ...), by the advisory's id in
 	// upper case.
-	advisories map[string][]int32
+	advisories runs[int32]
 	// built is true once a Refresh has completed.
 	built bool
 	// wanted is set by Want: a reader other than the agents' evaluation
@@ -186,8 +188,8 @@ type bound struct {
 
 // NewIndex returns an empty index.
 func NewIndex() *Index {
-	return &Index{products: map[string][]entry{}, slots: map[int64]int32{}, bare: map[int64]stamp{},
-		advisories: map[string][]int32{}, pool: pool{seed: maphash.MakeSeed()}}
+	return &Index{products: newRuns[entry](), slots: map[int64]int32{}, bare: map[int64]stamp{},
+		advisories: newRuns[int32](), pool: pool{seed: maphash.MakeSeed()}}
 }
 
 // Built reports whether the index has been refreshed from the catalog at
@@ -205,30 +207,13 @@ func (x *Index) Want() { x.wanted.Store(true) }
 // Wanted reports whether Want was called.
 func (x *Index) Wanted() bool { return x.wanted.Load() }
 
-// Modified returns the time the catalog last modified the record of a
-// CVE the index holds. ok is false for a CVE the index does not hold
-// (unknown to the catalog, or naming no product).
-func (x *Index) Modified(id string) (modified time.Time, ok bool) {
-	key, ok := cve.Key(id)
-	if !ok {
-		return time.Time{}, false
-	}
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	slot, ok := x.slots[key]
-	if !ok {
-		return time.Time{}, false
-	}
-	return x.cves[slot].modified.time(), true
-}
-
 // Advisory returns the CVEs whose fixes an advisory gives (its id in any
 // case: GHSA-…, PYSEC-…, RUSTSEC-…, GO-…, DSA-…, ALSA-…), in CVE id order,
 // none for an advisory the index does not know.
 func (x *Index) Advisory(id string) []string {
 	x.mu.RLock()
 	var keys []int64
-	for _, slot := range x.advisories[strings.ToUpper(strings.TrimSpace(id))] {
+	for _, slot := range x.advisories.get(strings.ToUpper(strings.TrimSpace(id))) {
 		if e := &x.cves[slot]; e.flags&dropped == 0 {
 			keys = append(keys, e.key)
 		}
@@ -410,7 +395,7 @@ func (r *refresh) visit(ctx context.Context, cat cve.Catalog, s cve.Summary) err
 	}
 	r.up.Records++
 	products := x.productsOf(rec)
-	advisories := x.pool.advisoriesOf(rec)
+	advisories := advisoriesOf(rec)
 	if rec.Description != nil {
 		risk.Description = *rec.Description
 	}
@@ -490,18 +475,19 @@ func (x *Index) insert(e cveEntry, products []int32, advisories []string) []stri
 			keys = append(keys, k)
 		}
 		for _, k := range pkeys {
-			list := x.products[k]
-			// A build walks the catalog in CVE order: the new entry goes
-			// last, but for a CVE added or changed since.
-			at := len(list)
-			if at > 0 && x.cves[list[at-1].slot].key > e.key {
-				at, _ = slices.BinarySearchFunc(list, e.key, func(a entry, key int64) int { return cmp.Compare(x.cves[a.slot].key, key) })
-			}
-			x.products[k] = slices.Insert(list, at, en)
+			x.products.insert(k, en, func(list []entry) int {
+				// A build walks the catalog in CVE order: the new entry
+				// goes last, but for a CVE added or changed since.
+				at := len(list)
+				if at > 0 && x.cves[list[at-1].slot].key > e.key {
+					at, _ = slices.BinarySearchFunc(list, e.key, func(a entry, key int64) int { return cmp.Compare(x.cves[a.slot].key, key) })
+				}
+				return at
+			})
 		}
 	}
 	for _, a := range advisories {
-		x.advisories[a] = append(x.advisories[a], slot)
+		x.advisories.insert(a, slot, func(list []int32) int { return len(list) })
 	}
 	return keys
 }
@@ -513,31 +499,9 @@ func (x *Index) sweep(drop []int32, changed map[string]bool) {
 	if len(drop) == 0 {
 		return
 	}
-	for k, list := range x.products {
-		kept := list[:0]
-		for _, en := range list {
-			if x.cves[en.slot].flags&dropped == 0 {
-				kept = append(kept, en)
-			}
-		}
-		if len(kept) == len(list) {
-			continue
-		}
-		changed[k] = true
-		if len(kept) == 0 {
-			delete(x.products, k)
-		} else {
-			x.products[k] = kept
-		}
-	}
-	for a, list := range x.advisories {
-		list = slices.DeleteFunc(list, func(slot int32) bool { return x.cves[slot].flags&dropped != 0 })
-		if len(list) == 0 {
-			delete(x.advisories, a)
-		} else {
-			x.advisories[a] = list
-		}
-	}
+	x.products.filter(func(en entry) bool { return x.cves[en.slot].flags&dropped == 0 },
+		func(k string) { changed[k] = true })
+	x.advisories.filter(func(slot int32) bool { return x.cves[slot].flags&dropped == 0 }, nil)
 	for _, slot := range drop {
 		x.cves[slot] = cveEntry{flags: dropped}
 	}
@@ -545,19 +509,11 @@ func (x *Index) sweep(drop []int32, changed map[string]bool) {
 	x.unswept = 0
 }
 
-// compact gives back the room that appends left at the end of the
-// products' and advisories' lists and of cves; the caller holds mu.
+// compact gives back the room that inserts left in the products' and
+// advisories' lists and at the end of cves; the caller holds mu.
 func (x *Index) compact() {
-	for k, list := range x.products {
-		if cap(list) > len(list) {
-			x.products[k] = slices.Clone(list)
-		}
-	}
-	for a, list := range x.advisories {
-		if cap(list) > len(list) {
-			x.advisories[a] = slices.Clone(list)
-		}
-	}
+	x.products.compact()
+	x.advisories.compact()
 	x.cves = slices.Clip(x.cves)
 }
 

@@ -89,7 +89,7 @@ func TestRefreshSharesAndForgets(t *testing.T) {
 	if _, err := x.Refresh(ctx, cat); err != nil {
 		t.Fatal(err)
 	}
-	if list := x.products[Key("Windows", "Windows 11 Version 23H2")]; len(list) != 2 || list[0].fixes != list[1].fixes {
+	if list := x.products.get(Key("Windows", "Windows 11 Version 23H2")); len(list) != 2 || list[0].fixes != list[1].fixes {
 		t.Fatalf("two CVEs fixed by one update do not share its atoms: %+v", list)
 	}
 	pc := device.Inventory{Software: []device.Software{{Name: "Windows 11 Version 23H2", Version: "10.0.22631.4317", Ecosystem: "Windows", Arch: "x64"}}}
@@ -170,8 +170,9 @@ func TestRefreshWithoutFix(t *testing.T) {
 			t.Errorf("refresh %d read %d records, want %d", i+1, up.Records, want)
 		}
 	}
-	if m, ok := x.Modified("CVE-2024-1135"); !ok || !m.Equal(t0) || x.Len() != 1 {
-		t.Fatalf("index holds %d CVEs, CVE-2024-1135 %v: want it alone", x.Len(), ok)
+	refs, _ := x.AffectedCVEs(sbom.Package{Ecosystem: "PyPI", Name: "gunicorn"}, 0)
+	if want := []CVERef{{"CVE-2024-1135", t0}}; !slices.Equal(refs, want) || x.Len() != 1 {
+		t.Fatalf("index holds %d CVEs, gunicorn's %v: want %v alone", x.Len(), refs, want)
 	}
 	got := fixedOf(x.MatchPackage(sbom.Package{Ecosystem: "PyPI", Name: "gunicorn", Version: "21.2.0"}))
 	if want := map[string]string{"CVE-2024-1135": ""}; !maps.Equal(got, want) {
@@ -203,17 +204,18 @@ func TestRefreshKeepsCVEOrder(t *testing.T) {
 		t.Fatalf("refresh: %v, %d records read", err, up.Records)
 	}
 	pc := sbom.Package{Ecosystem: "Windows", Name: "Windows 11 Version 23H2", Version: "10.0.22631.4317"}
-	if got, complete := x.AffectedCVEs(pc, 0); !slices.Equal(got, ids) || !complete {
-		t.Errorf("AffectedCVEs = %v, %v; want %v, complete", got, complete, ids)
+	want := []CVERef{{ids[0], t0.Add(time.Hour)}, {ids[1], t0}, {ids[2], t0}}
+	if got, complete := x.AffectedCVEs(pc, 0); !slices.Equal(got, want) || !complete {
+		t.Errorf("AffectedCVEs = %v, %v; want %v, complete", got, complete, want)
 	}
-	if got, complete := x.AffectedCVEs(pc, 2); !slices.Equal(got, ids[:2]) || complete {
-		t.Errorf("AffectedCVEs at most 2 = %v, %v; want %v, not complete", got, complete, ids[:2])
+	if got, complete := x.AffectedCVEs(pc, 2); !slices.Equal(got, want[:2]) || complete {
+		t.Errorf("AffectedCVEs at most 2 = %v, %v; want %v, not complete", got, complete, want[:2])
 	}
-	if got, complete := x.AffectedCVEs(pc, 3); !slices.Equal(got, ids) || !complete {
-		t.Errorf("AffectedCVEs at most 3 = %v, %v; want %v, complete", got, complete, ids)
+	if got, complete := x.AffectedCVEs(pc, 3); !slices.Equal(got, want) || !complete {
+		t.Errorf("AffectedCVEs at most 3 = %v, %v; want %v, complete", got, complete, want)
 	}
 	var order []string
-	for _, en := range x.products[Key("Windows", "Windows 11 Version 23H2")] {
+	for _, en := range x.products.get(Key("Windows", "Windows 11 Version 23H2")) {
 		order = append(order, x.cveID(en))
 	}
 	if !slices.Equal(order, ids) {
@@ -317,10 +319,10 @@ func TestFixesTableLimits(t *testing.T) {
 		{Ecosystem: "PyPI", Product: "requests", Atoms: []cve.Atom{{FixedVersion: "2.31.0"}}},
 	}}}
 	x := indexOf(r)
-	if got := x.products[Key("PyPI", long)]; len(got) != 0 {
+	if got := x.products.get(Key("PyPI", long)); len(got) != 0 {
 		t.Errorf("the product of a 64 KiB name has %d entries", len(got))
 	}
-	list := x.products[Key("PyPI", "requests")]
+	list := x.products.get(Key("PyPI", "requests"))
 	if len(list) != 1 {
 		t.Fatalf("requests has %d entries, want 1", len(list))
 	}

@@ -3,6 +3,7 @@ package exposure
 import (
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/device"
@@ -103,34 +104,42 @@ func (x *Index) Match(inv device.Inventory) (findings []Finding, keys []string) 
 	return out, keys
 }
 
+// CVERef names a CVE of the index and when the catalog last modified its
+// record (the zero time when the catalog gives none).
+type CVERef struct {
+	ID       string
+	Modified time.Time
+}
+
 // AffectedCVEs returns the CVEs that affect a package, in CVE id order,
 // each once: those Match finds Affected, or for a package without version
 // every CVE of its product. It answers what Match answers, without the
 // findings. With max > 0 it stops at max CVEs; complete is false when it
 // stopped there (more may follow).
-func (x *Index) AffectedCVEs(p sbom.Package, max int) (ids []string, complete bool) {
+func (x *Index) AffectedCVEs(p sbom.Package, max int) (cves []CVERef, complete bool) {
 	item := device.Software{Name: p.Name, Version: p.Version, Ecosystem: p.Ecosystem}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	// The entries of a key are in CVE order (see insert), and an item
-	// without source package has one key: the ids come sorted, those of
-	// a CVE with two products of the key side by side. The ids grow as
-	// they are found: a package at a fixed version is affected by few of
-	// its product's CVEs, which may be thousands.
+	// without source package has one key: the CVEs come sorted, those of
+	// a CVE with two products of the key side by side. They grow as they
+	// are found: a package at a fixed version is affected by few of its
+	// product's CVEs, which may be thousands.
 	last := int32(-1)
 	complete = true
 	x.judge(item, nil, func(en entry, f *Finding) bool {
 		if (f.Status == Affected || p.Version == "") && en.slot != last {
-			if max > 0 && len(ids) == max {
+			if max > 0 && len(cves) == max {
 				complete = false
 				return false
 			}
-			ids = append(ids, x.cveID(en))
+			e := &x.cves[en.slot]
+			cves = append(cves, CVERef{ID: cve.IDOfKey(e.key), Modified: e.modified.time()})
 			last = en.slot
 		}
 		return true
 	})
-	return ids, complete
+	return cves, complete
 }
 
 // itemNames are the names under which an item finds the catalog's
@@ -159,7 +168,7 @@ func (x *Index) judge(item device.Software, kbs map[string]bool, found func(entr
 			done = map[entry]bool{}
 		}
 		for _, name := range names {
-			for _, en := range x.products[Key(item.Ecosystem, name)] {
+			for _, en := range x.products.get(Key(item.Ecosystem, name)) {
 				if done != nil {
 					if done[en] {
 						continue

@@ -148,7 +148,7 @@ func (p *pool) hashFixes(ecosystem, product string, atoms []*atom) uint64 {
 // advisoriesOf returns the ids of the advisories the atoms of a record
 // name, in upper case, each once: not the CVE itself, nor a KB (an
 // update), nor a free-form note.
-func (p *pool) advisoriesOf(r *cve.Record) []string {
+func advisoriesOf(r *cve.Record) []string {
 	var out []string
 	for _, prod := range r.Remediation.Products {
 		for _, a := range prod.Atoms {
@@ -156,7 +156,7 @@ func (p *pool) advisoriesOf(r *cve.Record) []string {
 			if id == "" || id == r.CVEID || id == strings.ToUpper(a.KB) || strings.ContainsAny(id, " \t\n") || slices.Contains(out, id) {
 				continue
 			}
-			out = append(out, p.str(id))
+			out = append(out, id)
 		}
 	}
 	return slices.Clip(out)

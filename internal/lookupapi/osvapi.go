@@ -189,8 +189,8 @@ func osvPackage(q *osvQueryBody) (sbom.Package, error) {
 // with the version is left out, as an OSV answer says "affected" or
 // nothing), as many as its page may need.
 type batchMatch struct {
-	ids      []string
-	complete bool // false when more CVEs follow ids
+	cves     []exposure.CVERef
+	complete bool // false when more CVEs follow
 }
 
 // matchBatch returns the matches of the queries of a batch, each from
@@ -205,8 +205,8 @@ func matchBatch(idx *exposure.Index, pkgs []sbom.Package, offsets []int) []batch
 	total, i := 0, 0
 	for ; i < len(pkgs) && total <= osvBatchThreshold; i++ {
 		m := &out[i]
-		m.ids, m.complete = idx.AffectedCVEs(pkgs[i], offsets[i]+osvBatchPageSize+1)
-		_, total = pageEnd(len(m.ids), offsets[i], total)
+		m.cves, m.complete = idx.AffectedCVEs(pkgs[i], offsets[i]+osvBatchPageSize+1)
+		_, total = pageEnd(len(m.cves), offsets[i], total)
 	}
 	rest := len(pkgs) - i
 	workers := min(runtime.GOMAXPROCS(0), (rest+63)/64)
@@ -215,7 +215,7 @@ func matchBatch(idx *exposure.Index, pkgs []sbom.Package, offsets []int) []batch
 		wg.Go(func() {
 			for j := i + w; j < len(pkgs); j += workers {
 				m := &out[j]
-				m.ids, m.complete = idx.AffectedCVEs(pkgs[j], offsets[j]+osvBatchPageSizeAfter+1)
+				m.cves, m.complete = idx.AffectedCVEs(pkgs[j], offsets[j]+osvBatchPageSizeAfter+1)
 			}
 		})
 	}
@@ -302,15 +302,15 @@ func (s *Server) osvQuery(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ids, _ := idx.AffectedCVEs(pkg, offset+osvPageSize+1)
+	cves, _ := idx.AffectedCVEs(pkg, offset+osvPageSize+1)
 	var (
 		vulns []*osvschema.Vulnerability
 		next  string
 	)
-	if offset < len(ids) {
-		end := min(offset+osvPageSize, len(ids))
-		for _, id := range ids[offset:end] {
-			rec, err := s.catalog.Record(r.Context(), id)
+	if offset < len(cves) {
+		end := min(offset+osvPageSize, len(cves))
+		for _, c := range cves[offset:end] {
+			rec, err := s.catalog.Record(r.Context(), c.ID)
 			if errors.Is(err, errs.ErrNotFound) {
 				continue // removed since the index last saw it
 			}
@@ -323,7 +323,7 @@ func (s *Server) osvQuery(w http.ResponseWriter, r *http.Request) error {
 			}
 			vulns = append(vulns, v)
 		}
-		if end < len(ids) {
+		if end < len(cves) {
 			next = pageToken(sum, end)
 		}
 	}
@@ -383,34 +383,28 @@ func (s *Server) osvQueryBatch(w http.ResponseWriter, r *http.Request) error {
 		// member left out when empty, as protobuf JSON writes it.
 		out = append(out, '{')
 		var end int
-		end, total = pageEnd(len(m.ids), offset, total)
-		var page []string // none for a token past the end of the matches
+		end, total = pageEnd(len(m.cves), offset, total)
+		var page []exposure.CVERef // none for a token past the end of the matches
 		if end > offset {
-			page = m.ids[offset:end]
+			page = m.cves[offset:end]
 		}
-		n := 0
-		for _, id := range page {
-			modified, ok := idx.Modified(id)
-			if !ok {
-				continue // removed since the query was matched
-			}
-			if n == 0 {
+		for j, c := range page {
+			if j == 0 {
 				out = append(out, `"vulns":[`...)
 			} else {
 				out = append(out, ',')
 			}
-			n++
 			out = append(out, `{"id":`...)
-			out = appendString(out, id)
+			out = appendString(out, c.ID)
 			out = append(out, `,"modified":"`...)
-			out = modified.UTC().AppendFormat(out, time.RFC3339Nano)
+			out = c.Modified.UTC().AppendFormat(out, time.RFC3339Nano)
 			out = append(out, `"}`...)
 		}
-		if n > 0 {
+		if len(page) > 0 {
 			out = append(out, ']')
 		}
-		if end < len(m.ids) || !m.complete {
-			if n > 0 {
+		if end < len(m.cves) || !m.complete {
+			if len(page) > 0 {
 				out = append(out, ',')
 			}
 			out = append(out, `"next_page_token":`...)
