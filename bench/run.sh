@@ -6,7 +6,7 @@
 # check-ins with `patchline sim`, then run the Go benchmarks of the hot paths.
 #
 # Settings (environment): BENCH_DIR (work directory, default
-# /tmp/patchline-bench), SEED (1), CVES (300000), OSV (200000), CONNS (64, the GET by id mix), QUERY_CONNS (8, the list and batch mixes),
+# /tmp/patchline-bench), SEED (1), CVES (300000), OSV (200000), CONNS (64, the GET by id mix), QUERY_CONNS (8, the list, batch and querybatch mixes; querybatch runs on 1 too),
 # DURATION (10s per round), ROUNDS (3 rounds of each side, alternating with
 # the bare handler), AGENTS (6000 simulated agents at a 1s interval),
 # DATA (the real feed records used as templates, ../shared/data),

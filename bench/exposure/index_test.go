@@ -47,6 +47,9 @@ func BenchmarkIndexRefresh(b *testing.B) {
 			b.Fatal(err)
 		}
 		took := time.Since(start)
+		// The keys of the products changed go to the agents' evaluation,
+		// which drops them: they are not the index's.
+		up.Keys = nil
 		heap := liveHeap() - base
 		b.ReportMetric(float64(x.Len()), "cves")
 		b.ReportMetric(float64(up.Records), "records-read")

@@ -239,7 +239,7 @@ func cveMain(args []string) {
 	fs := flag.NewFlagSet("cve", flag.ExitOnError)
 	base := fs.String("url", "http://127.0.0.1:18080", "base URL of the lookup listener (127.0.0.1 only)")
 	conns := fs.Int("conns", 64, "connections of the GET /cve/{id} mix")
-	queryConns := fs.Int("query-conns", 8, "connections of the list and batch mixes")
+	queryConns := fs.Int("query-conns", 8, "connections of the list, batch and querybatch mixes (querybatch also runs on 1)")
 	dur := fs.Duration("duration", 10*time.Second, "duration of each round of each side")
 	rounds := fs.Int("rounds", 3, "rounds of each side, alternating")
 	pid := fs.Int("pid", 0, "process id of the server, for its RSS")
@@ -359,13 +359,18 @@ func cveMain(args []string) {
 	rss := []string{rssLine(*pid, "after the lookup mixes")}
 
 	// The OSV API's querybatch: 1,000 packages of the catalog's fixes each,
-	// at their fixed versions, once the server's package index is built.
+	// at their fixed versions, once the server's package index is built;
+	// one batch at a time (a scanner's batches in turn: the latency of a
+	// batch), then on the connections of the other mixes (the server's
+	// throughput, each batch waiting for the others' CPU).
 	if want["querybatch"] {
 		waitForPackageIndex(client, *base)
 		osvReqs := capture(client, *base, querybatchRequests(rng, querybatchFrom, 20))
 		if len(osvReqs) > 0 {
 			ob := startBare(osvReqs, "")
-			interleaved("POST /osv/v1/querybatch (1,000 packages)", *base, ob.addr, osvReqs, *queryConns, *dur, *rounds, *seed)
+			for _, conns := range slices.Compact([]int{1, *queryConns}) {
+				interleaved("POST /osv/v1/querybatch (1,000 packages)", *base, ob.addr, osvReqs, conns, *dur, *rounds, *seed)
+			}
 			rss = append(rss, rssLine(*pid, "after the querybatch mix, with the package index"))
 		}
 	}
