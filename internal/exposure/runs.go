@@ -61,8 +61,14 @@ func (r *runs[T]) find(key string) (row uint32, h uint64, ok bool) {
 // change.
 func (r *runs[T]) keyOf(w runRow) []byte { return r.keys[w.key : w.key+w.keyLen] }
 
-// list returns the list of a row with its room.
-func (r *runs[T]) list(w runRow) []T { return r.chunks[w.chunk][w.off : w.off+w.cap] }
+// list returns the list of a row with its room, nil for a row without
+// room (whose chunk may be gone).
+func (r *runs[T]) list(w runRow) []T {
+	if w.cap == 0 {
+		return nil
+	}
+	return r.chunks[w.chunk][w.off : w.off+w.cap]
+}
 
 // get returns the list of key, nil for none.
 func (r *runs[T]) get(key string) []T {

@@ -116,6 +116,32 @@ func TestRunsCollisions(t *testing.T) {
 	}
 }
 
+// TestRunsEmptied empties every list, packs the chunks away and reads and
+// fills the lists again.
+func TestRunsEmptied(t *testing.T) {
+	r := newRuns[int32]()
+	for i := range 10 {
+		r.insert(fmt.Sprint(i), int32(i), func(list []int32) int { return len(list) })
+	}
+	r.filter(func(int32) bool { return false }, nil)
+	r.pack()
+	if len(r.chunks) != 0 || r.Len() != 0 {
+		t.Fatalf("packed with every list empty: %d chunks, %d lists", len(r.chunks), r.Len())
+	}
+	r.filter(func(int32) bool { return true }, nil)
+	if got := r.get("3"); len(got) != 0 {
+		t.Fatalf("emptied key holds %v", got)
+	}
+	r.insert("3", 7, func(list []int32) int { return len(list) })
+	if got := r.get("3"); !slices.Equal(got, []int32{7}) {
+		t.Fatalf("key filled again holds %v", got)
+	}
+	r.compact()
+	if got := r.get("3"); !slices.Equal(got, []int32{7}) || r.Len() != 1 || len(r.rows) != 1 {
+		t.Fatalf("after compact: %v, %d lists, %d rows", got, r.Len(), len(r.rows))
+	}
+}
+
 func sumLen(m map[string][]int32) int {
 	n := 0
 	for _, list := range m {
