@@ -270,6 +270,8 @@ func FuzzRequest(f *testing.F) {
 		{"POST", "/osv/v1/querybatch", "", []byte(`{"queries":[{"package":{"name":"log4j","ecosystem":"Debian:10"},"version":"2.11.1-2"}]}`)},
 		{"GET", "/osv/v1/vulns/GHSA-jfh8-c2jp-5v3q", "", nil},
 		{"GET", "/osv/v1/vulns/CVE-2021-44228", "", nil},
+		{"GET", "/api/v1%2F", "", nil},
+		{"POST", "/osv/v1%2Fquery", "", []byte(`{}`)},
 		{"POST", "/api/v1/packages/query", "", []byte(`{"packages":[{"purl":"pkg:deb/debian/apache-log4j2@2.11.1-2?distro=buster"}]}`)},
 		{"POST", "/api/v1/sbom", "", []byte(`{"bomFormat":"CycloneDX","specVersion":"1.5","components":[{"type":"library","name":"x","purl":"pkg:pypi/x@1.0"}]}`)},
 		{"GET", "/packages?purl=pkg%3Apypi%2Fdjango%404.2.0", "", nil},

@@ -153,8 +153,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 
 // routes registers every route of the listener.
 func (s *Server) routes() {
-	api := func(pattern string, h httpx.HandlerFunc) {
-		s.mux.Handle(pattern, s.instrument(pattern, s.cors(s.limit(httpx.Handle(s.logger, h)))))
+	api := func(pattern string, h httpx.HandlerFunc) http.Handler {
+		handler := s.instrument(pattern, s.cors(s.limit(httpx.Handle(s.logger, h))))
+		s.mux.Handle(pattern, handler)
+		return handler
 	}
 	api("GET "+BasePath+"/cve/{id}", s.getRecord)
 	api("GET "+BasePath+"/cve/{id}/osv", s.getOSV)
@@ -175,20 +177,24 @@ func (s *Server) routes() {
 	}
 	api("POST "+BasePath+"/packages/query", s.queryPackages)
 	api("POST "+BasePath+"/sbom", s.scanSBOM)
-	api(BasePath+"/", s.notFound)
+	apiNotFound := api(BasePath+"/", s.notFound)
 	s.mux.Handle("OPTIONS "+BasePath+"/", s.instrument("OPTIONS "+BasePath+"/", s.cors(http.HandlerFunc(preflight))))
 
-	osv := func(pattern string, h httpx.HandlerFunc) {
-		s.mux.Handle(pattern, s.instrument(pattern, s.cors(s.limit(s.osvHandle(h)))))
+	osv := func(pattern string, h httpx.HandlerFunc) http.Handler {
+		handler := s.instrument(pattern, s.cors(s.limit(s.osvHandle(h))))
+		s.mux.Handle(pattern, handler)
+		return handler
 	}
 	osv("POST "+OSVBasePath+"/v1/query", s.osvQuery)
 	osv("POST "+OSVBasePath+"/v1/querybatch", s.osvQueryBatch)
 	osv("GET "+OSVBasePath+"/v1/vulns/{id}", s.osvVuln)
-	osv(OSVBasePath+"/", s.notFound)
+	osvNotFound := osv(OSVBasePath+"/", s.notFound)
 	s.mux.Handle("OPTIONS "+OSVBasePath+"/", s.instrument("OPTIONS "+OSVBasePath+"/", s.cors(http.HandlerFunc(preflight))))
 
-	page := func(pattern string, h httpx.HandlerFunc) {
-		s.mux.Handle(pattern, s.instrument(pattern, s.limit(s.htmlErrors(h))))
+	page := func(pattern string, h httpx.HandlerFunc) http.Handler {
+		handler := s.instrument(pattern, s.limit(s.htmlErrors(h)))
+		s.mux.Handle(pattern, handler)
+		return handler
 	}
 	page("GET /{$}", s.searchPage)
 	page("GET /cve/{id}", s.recordPage)
@@ -197,7 +203,20 @@ func (s *Server) routes() {
 	}
 	page("GET /packages", s.packagesPage)
 	page("POST /packages", s.packagesPage)
-	page("/", s.notFoundPage)
+	// The routes match the path as sent: one under an API's base only
+	// once decoded ("/api/v1%2Fcve") falls through to here, and gets that
+	// API's answer rather than a page.
+	notFoundPage := s.instrument("/", s.limit(s.htmlErrors(s.notFoundPage)))
+	s.mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasPrefix(r.URL.Path, BasePath+"/"):
+			apiNotFound.ServeHTTP(w, r)
+		case strings.HasPrefix(r.URL.Path, OSVBasePath+"/"):
+			osvNotFound.ServeHTTP(w, r)
+		default:
+			notFoundPage.ServeHTTP(w, r)
+		}
+	}))
 
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
@@ -213,7 +232,7 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request) error {
 	for _, m := range []string{http.MethodGet, http.MethodPost} {
 		probe := r.Clone(r.Context())
 		probe.Method = m
-		if _, pattern := s.mux.Handler(probe); pattern != BasePath+"/" && pattern != OSVBasePath+"/" && pattern != "" {
+		if _, pattern := s.mux.Handler(probe); pattern != BasePath+"/" && pattern != OSVBasePath+"/" && pattern != "/" && pattern != "" {
 			allow = append(allow, m)
 			if m == http.MethodGet {
 				allow = append(allow, http.MethodHead)

@@ -835,6 +835,10 @@ func TestUnknownAPIPaths(t *testing.T) {
 		{"DELETE", "/api/v1/cve/CVE-2021-44228", 405, "GET, HEAD, OPTIONS"},
 		{"PUT", "/api/v1/cve/batch", 405, "GET, HEAD, POST, OPTIONS"},
 		{"POST", "/api/v1/cve", 405, "GET, HEAD, OPTIONS"},
+		// Under the API once decoded only: no route matches the path as
+		// sent, and the answer is still the API's.
+		{"GET", "/api/v1%2F", 404, ""},
+		{"POST", "/api/v1%2Fcve%2Fbatch", 404, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
