@@ -3,7 +3,11 @@
 // upstream source contributes, CVE id order, and the Catalog interface.
 package cve
 
-import "time"
+import (
+	"slices"
+	"strings"
+	"time"
+)
 
 // Record is the CveRecord of the lookup API: one CVE, leading with
 // remediation, assembled from every source that knows it.
@@ -216,3 +220,41 @@ func SummaryVersion(v string) string {
 	}
 	return v
 }
+
+// References gathers references one per URL, in the order their URLs
+// first come, each with its tags once, in the order they first come: the
+// way every feed and the merge combine references. The zero value is
+// ready to use.
+type References struct {
+	list  []Reference
+	index map[string]int
+}
+
+// Add adds the reference to url with tags, both trimmed of spaces, to the
+// reference already gathered for url if there is one. An empty url is
+// left out, and so are empty tags; ok reports whether url was kept.
+func (r *References) Add(url string, tags ...string) (ok bool) {
+	url = strings.TrimSpace(url)
+	if url == "" {
+		return false
+	}
+	if r.index == nil {
+		r.index = map[string]int{}
+	}
+	i, found := r.index[url]
+	if !found {
+		i = len(r.list)
+		r.index[url] = i
+		r.list = append(r.list, Reference{URL: url, Tags: []string{}})
+	}
+	ref := &r.list[i]
+	for _, t := range tags {
+		if t = strings.TrimSpace(t); t != "" && !slices.Contains(ref.Tags, t) {
+			ref.Tags = append(ref.Tags, t)
+		}
+	}
+	return true
+}
+
+// List returns the references gathered, nil for none.
+func (r *References) List() []Reference { return r.list }

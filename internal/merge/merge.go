@@ -275,27 +275,16 @@ func (m *merger) cwes(facts []cve.Facts) {
 }
 
 func (m *merger) references(facts []cve.Facts) {
-	index := map[string]int{}
+	var refs cve.References
 	for _, f := range facts {
 		for _, r := range f.References {
-			u := strings.TrimSpace(r.URL)
-			if u == "" {
-				continue
+			if refs.Add(r.URL, r.Tags...) {
+				m.use(f.Source, "references")
 			}
-			i, ok := index[u]
-			if !ok {
-				i = len(m.rec.References)
-				index[u] = i
-				m.rec.References = append(m.rec.References, cve.Reference{URL: u, Tags: []string{}})
-			}
-			ref := &m.rec.References[i]
-			for _, t := range r.Tags {
-				if t != "" && !slices.Contains(ref.Tags, t) {
-					ref.Tags = append(ref.Tags, t)
-				}
-			}
-			m.use(f.Source, "references")
 		}
+	}
+	if list := refs.List(); list != nil {
+		m.rec.References = list // or none: the empty list the record starts with
 	}
 	for i := range m.rec.References {
 		slices.Sort(m.rec.References[i].Tags)

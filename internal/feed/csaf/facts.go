@@ -53,34 +53,18 @@ func (p *parse) metrics(v *vulnerability) []cve.Metric {
 // references returns the vulnerability's references, and the document's
 // own URL tagged as the vendor's advisory.
 func (p *parse) references(v *vulnerability) []cve.Reference {
-	var out []cve.Reference
-	index := map[string]int{}
-	add := func(u string, tag string) {
-		u = strings.TrimSpace(u)
-		if u == "" {
-			return
-		}
-		i, ok := index[u]
-		if !ok {
-			i = len(out)
-			index[u] = i
-			out = append(out, cve.Reference{URL: u, Tags: []string{}})
-		}
-		if tag != "" && !slices.Contains(out[i].Tags, tag) {
-			out[i].Tags = append(out[i].Tags, tag)
-		}
-	}
+	var refs cve.References
 	if p.docURL != "" {
-		add(p.docURL, "vendor-advisory")
+		refs.Add(p.docURL, "vendor-advisory")
 	}
 	for _, r := range v.References {
 		tag := ""
 		if r.Category == "self" {
 			tag = "vendor-advisory"
 		}
-		add(r.URL, tag)
+		refs.Add(r.URL, tag)
 	}
-	return out
+	return refs.List()
 }
 
 var cweID = regexp.MustCompile(`^CWE-[0-9]+$`)

@@ -17,6 +17,7 @@ import (
 	"io"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/patchline/patchline/internal/cve"
@@ -177,16 +178,16 @@ func (rec *record) facts() (*cve.Facts, error) {
 	f.Metrics = appendMetrics(f.Metrics, cna.Metrics, cnaName, cve.MetricCNA)
 	cwes := cweList{}
 	cwes.add(cna.ProblemTypes)
-	refs := refList{}
-	refs.add(cna.References)
+	var refs cve.References
+	addReferences(&refs, cna.References)
 	for i := range rec.Containers.ADP {
 		adp := &rec.Containers.ADP[i]
 		f.Metrics = appendMetrics(f.Metrics, adp.Metrics, adp.ProviderMetadata.ShortName, cve.MetricADP)
 		cwes.add(adp.ProblemTypes)
-		refs.add(adp.References)
+		addReferences(&refs, adp.References)
 	}
 	f.CWEs = cwes.list
-	f.References = refs.list
+	f.References = refs.List()
 	f.Atoms = recordAtoms(rec, id, cnaName)
 	return f, nil
 }
@@ -277,40 +278,16 @@ func (c *cweList) add(pts []problemType) {
 	}
 }
 
-// refList collects references in order, one per URL with the union of
-// their tags.
-type refList struct {
-	list  []cve.Reference
-	index map[string]int
-}
-
 // ignoredTags are tags that describe how a reference reached the record
 // rather than what it points to: x_transferred marks every reference the
 // CVE Program carried over from the legacy format.
 var ignoredTags = map[string]bool{"x_transferred": true}
 
-func (l *refList) add(refs []reference) {
+// addReferences adds refs to out, without the ignored tags.
+func addReferences(out *cve.References, refs []reference) {
 	for _, r := range refs {
-		url := strings.TrimSpace(r.URL)
-		if url == "" {
-			continue
-		}
-		if l.index == nil {
-			l.index = map[string]int{}
-		}
-		i, ok := l.index[url]
-		if !ok {
-			i = len(l.list)
-			l.index[url] = i
-			l.list = append(l.list, cve.Reference{URL: url, Tags: []string{}})
-		}
-		for _, t := range r.Tags {
-			t = strings.TrimSpace(t)
-			if t == "" || ignoredTags[t] || contains(l.list[i].Tags, t) {
-				continue
-			}
-			l.list[i].Tags = append(l.list[i].Tags, t)
-		}
+		tags := slices.DeleteFunc(slices.Clone(r.Tags), func(t string) bool { return ignoredTags[strings.TrimSpace(t)] })
+		out.Add(r.URL, tags...)
 	}
 }
 

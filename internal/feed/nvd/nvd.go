@@ -368,26 +368,11 @@ func cwes(ws []weakness) []string {
 // references returns the references in order, one per URL with the union
 // of their tags.
 func references(refs []reference) []cve.Reference {
-	var out []cve.Reference
-	index := map[string]int{}
+	var out cve.References
 	for _, r := range refs {
-		url := strings.TrimSpace(r.URL)
-		if url == "" {
-			continue
-		}
-		i, ok := index[url]
-		if !ok {
-			i = len(out)
-			index[url] = i
-			out = append(out, cve.Reference{URL: url, Tags: []string{}})
-		}
-		for _, t := range r.Tags {
-			if t = strings.TrimSpace(t); t != "" && !contains(out[i].Tags, t) {
-				out[i].Tags = append(out[i].Tags, t)
-			}
-		}
+		out.Add(r.URL, r.Tags...)
 	}
-	return out
+	return out.List()
 }
 
 func contains(list []string, s string) bool {

@@ -344,29 +344,16 @@ func cwes(s *structpb.Struct) []string {
 // references returns the references with their type as a lower-case tag,
 // one entry per URL.
 func references(refs []*osvschema.Reference) []cve.Reference {
-	var out []cve.Reference
-	index := map[string]int{}
+	var out cve.References
 	for _, r := range refs {
-		u := strings.TrimSpace(r.GetUrl())
-		if u == "" {
-			continue
-		}
-		i, ok := index[u]
-		if !ok {
-			i = len(out)
-			index[u] = i
-			out = append(out, cve.Reference{URL: u, Tags: []string{}})
-		}
 		if t := r.GetType(); t == osvschema.Reference_NONE || t == osvschema.Reference_WEB {
 			// WEB is OSV's type for a page it says nothing more about.
-			continue
-		}
-		tag := strings.ToLower(r.GetType().String())
-		if !slices.Contains(out[i].Tags, tag) {
-			out[i].Tags = append(out[i].Tags, tag)
+			out.Add(r.GetUrl())
+		} else {
+			out.Add(r.GetUrl(), strings.ToLower(t.String()))
 		}
 	}
-	return out
+	return out.List()
 }
 
 // atoms returns the atoms of the ECOSYSTEM and SEMVER ranges of each
