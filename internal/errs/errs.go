@@ -6,6 +6,11 @@
 //	return errs.Invalidf("limit must be between 1 and 100, got %d", n)
 //	return fmt.Errorf("find agent %s: %w", id, errs.ErrNotFound)
 //
+// A function whose every error gets the same context says it once, at its
+// top:
+//
+//	defer errs.Wrap(&err, "find agent %s", id)
+//
 // The message of an error built with Invalidf, Forbiddenf and so on is meant
 // for the client; anything that is not one of these kinds is an internal
 // error whose details go to the log only.
@@ -85,6 +90,24 @@ func StatusOf(err error) int {
 		}
 	}
 	return http.StatusInternalServerError
+}
+
+// Wrapf returns err with the context of format and args, as
+// fmt.Errorf("<context>: %w", err) does, and nil when err is nil:
+//
+//	_, err := db.ExecContext(ctx, `DELETE FROM admin_totp WHERE admin_id = ?`, id)
+//	return errs.Wrapf(err, "delete totp of %s", id)
+func Wrapf(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), err)
+}
+
+// Wrap is Wrapf of *errp, deferred by a function with a named error
+// result whose every error gets the same context.
+func Wrap(errp *error, format string, args ...any) {
+	*errp = Wrapf(*errp, format, args...)
 }
 
 // Message returns the client-facing message of err, or "" when err carries

@@ -38,3 +38,33 @@ func TestMessageHidesInternalErrors(t *testing.T) {
 		t.Errorf("Message = %q", m)
 	}
 }
+
+func TestWrap(t *testing.T) {
+	found := func(id string) (err error) {
+		defer Wrap(&err, "find agent %s", id)
+		if id == "" {
+			return NotFoundf("no such agent")
+		}
+		return nil
+	}
+	if err := found("a1"); err != nil {
+		t.Fatalf("Wrap of no error = %v, want nil", err)
+	}
+	err := found("")
+	if got, want := err.Error(), "find agent : no such agent"; got != want {
+		t.Errorf("Wrap = %q, want %q", got, want)
+	}
+	if !errors.Is(err, ErrNotFound) || Message(err) != "no such agent" {
+		t.Errorf("Wrap lost the kind or message of %v", err)
+	}
+}
+
+func TestWrapf(t *testing.T) {
+	if err := Wrapf(nil, "delete %s", "x"); err != nil {
+		t.Errorf("Wrapf(nil) = %v, want nil", err)
+	}
+	err := Wrapf(ErrConflict, "delete %s", "x")
+	if err.Error() != "delete x: conflict" || !errors.Is(err, ErrConflict) {
+		t.Errorf("Wrapf = %v", err)
+	}
+}

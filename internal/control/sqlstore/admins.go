@@ -20,10 +20,7 @@ func (s *Store) CreateAdmin(ctx context.Context, a *admin.Admin) error {
 	if _, ok := s.d.isUnique(err); ok {
 		return errs.Conflictf("an administrator with email %s exists", a.Email)
 	}
-	if err != nil {
-		return fmt.Errorf("create admin %s: %w", a.Email, err)
-	}
-	return nil
+	return errs.Wrapf(err, "create admin %s", a.Email)
 }
 
 func insertAdmin(ctx context.Context, tx querier, a *admin.Admin) error {
@@ -46,12 +43,9 @@ func (s *Store) FindAdminByEmail(ctx context.Context, email string) (*admin.Admi
 }
 
 // FindAdmins implements admin.Store.
-func (s *Store) FindAdmins(ctx context.Context) ([]*admin.Admin, error) {
-	out, err := queryAll(ctx, s.rq(), scanAdmin, `SELECT `+adminColumns+` FROM admins ORDER BY created_at, id`)
-	if err != nil {
-		return nil, fmt.Errorf("find admins: %w", err)
-	}
-	return out, nil
+func (s *Store) FindAdmins(ctx context.Context) (_ []*admin.Admin, err error) {
+	defer errs.Wrap(&err, "find admins")
+	return queryAll(ctx, s.rq(), scanAdmin, `SELECT `+adminColumns+` FROM admins ORDER BY created_at, id`)
 }
 
 // RecordAdminLogin implements admin.Store.
@@ -69,8 +63,9 @@ func (s *Store) RecordAdminLogin(ctx context.Context, id string, at time.Time) e
 // CreateFirstAdmin implements admin.FirstAdminCreator. An advisory lock
 // keeps two first-run setups, on any replicas, from both seeing no
 // administrator.
-func (s *Store) CreateFirstAdmin(ctx context.Context, a *admin.Admin) error {
-	err := s.write(ctx, func(tx querier) error {
+func (s *Store) CreateFirstAdmin(ctx context.Context, a *admin.Admin) (err error) {
+	defer errs.Wrap(&err, "create first admin %s", a.Email)
+	return s.write(ctx, func(tx querier) error {
 		if err := s.lock(ctx, tx, firstAdminLock, ""); err != nil {
 			return err
 		}
@@ -83,10 +78,6 @@ func (s *Store) CreateFirstAdmin(ctx context.Context, a *admin.Admin) error {
 		}
 		return insertAdmin(ctx, tx, a)
 	})
-	if err != nil {
-		return fmt.Errorf("create first admin %s: %w", a.Email, err)
-	}
-	return nil
 }
 
 func scanAdmin(row scanner) (*admin.Admin, error) {
@@ -108,10 +99,7 @@ func (s *Store) CreateSession(ctx context.Context, sess *admin.Session) error {
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		sess.IDHash, sess.AdminID, ms(sess.CreatedAt), ms(sess.LastSeenAt), ms(sess.ExpiresAt),
 		msPtr(sess.ReauthAt), sess.ClientAddress, sess.UserAgent)
-	if err != nil {
-		return fmt.Errorf("create session of %s: %w", sess.AdminID, err)
-	}
-	return nil
+	return errs.Wrapf(err, "create session of %s", sess.AdminID)
 }
 
 // FindSession implements admin.SessionStore. It reads the database every
@@ -143,10 +131,7 @@ func (s *Store) FindSession(ctx context.Context, idHash []byte) (*admin.Session,
 func (s *Store) TouchSession(ctx context.Context, idHash []byte, at time.Time) error {
 	_, err := s.wq().Exec(ctx, `UPDATE admin_sessions SET last_seen_at = ? WHERE id_hash = ? AND last_seen_at < ?`,
 		ms(at), idHash, ms(at))
-	if err != nil {
-		return fmt.Errorf("touch session: %w", err)
-	}
-	return nil
+	return errs.Wrapf(err, "touch session")
 }
 
 // RecordReauth implements admin.SessionStore.
@@ -164,10 +149,8 @@ func (s *Store) RecordReauth(ctx context.Context, idHash []byte, at time.Time) e
 
 // DeleteSession implements admin.SessionStore.
 func (s *Store) DeleteSession(ctx context.Context, idHash []byte) error {
-	if _, err := s.wq().Exec(ctx, `DELETE FROM admin_sessions WHERE id_hash = ?`, idHash); err != nil {
-		return fmt.Errorf("delete session: %w", err)
-	}
-	return nil
+	_, err := s.wq().Exec(ctx, `DELETE FROM admin_sessions WHERE id_hash = ?`, idHash)
+	return errs.Wrapf(err, "delete session")
 }
 
 // DeleteExpiredSessions implements admin.SessionStore.
@@ -193,10 +176,7 @@ func (s *Store) SetTOTP(ctx context.Context, t *admin.TOTP) error {
 		_, err := tx.Exec(ctx, `INSERT INTO admin_totp (admin_id, secret, enabled_at, last_step) VALUES (?, ?, ?, ?)
 			ON CONFLICT (admin_id) DO UPDATE SET secret = excluded.secret, enabled_at = excluded.enabled_at, last_step = excluded.last_step`,
 			t.AdminID, t.Secret, ms(t.EnabledAt), t.LastStep)
-		if err != nil {
-			return fmt.Errorf("set totp of %s: %w", t.AdminID, err)
-		}
-		return nil
+		return errs.Wrapf(err, "set totp of %s", t.AdminID)
 	})
 }
 
@@ -240,8 +220,6 @@ func (s *Store) UseTOTPStep(ctx context.Context, adminID string, step int64) err
 
 // DeleteTOTP implements admin.TOTPStore.
 func (s *Store) DeleteTOTP(ctx context.Context, adminID string) error {
-	if _, err := s.wq().Exec(ctx, `DELETE FROM admin_totp WHERE admin_id = ?`, adminID); err != nil {
-		return fmt.Errorf("delete totp of %s: %w", adminID, err)
-	}
-	return nil
+	_, err := s.wq().Exec(ctx, `DELETE FROM admin_totp WHERE admin_id = ?`, adminID)
+	return errs.Wrapf(err, "delete totp of %s", adminID)
 }

@@ -17,9 +17,10 @@ import (
 // EnrollAgent implements device.AgentStore. It locks the row of the
 // enrollment secret, so that a revocation is either before the enrollment
 // or after it.
-func (s *Store) EnrollAgent(ctx context.Context, secretHash []byte, a *device.Agent) error {
+func (s *Store) EnrollAgent(ctx context.Context, secretHash []byte, a *device.Agent) (err error) {
+	defer errs.Wrap(&err, "enroll agent %s", a.Hostname)
 	ring := a.Ring
-	err := s.write(ctx, func(tx querier) error {
+	return s.write(ctx, func(tx querier) error {
 		a.Ring = ring
 		sec, err := findEnrollSecret(ctx, tx, `secret_hash = ? `+s.d.lockRow, secretHash)
 		if errors.Is(err, errs.ErrNotFound) {
@@ -68,10 +69,6 @@ func (s *Store) EnrollAgent(ctx context.Context, secretHash []byte, a *device.Ag
 			ms(a.EnrolledAt), sec.ID)
 		return err
 	})
-	if err != nil {
-		return fmt.Errorf("enroll agent %s: %w", a.Hostname, err)
-	}
-	return nil
 }
 
 // enrollAgain answers an enrollment sent again, its first answer lost: when
@@ -158,12 +155,9 @@ func agentJSON(ips []string, inv *device.Inventory, applied []device.AppliedPoli
 }
 
 // FindAgentByID implements device.AgentStore.
-func (s *Store) FindAgentByID(ctx context.Context, id string) (*device.Agent, error) {
-	a, err := findLiveAgent(ctx, s.rq(), id, "")
-	if err != nil {
-		return nil, fmt.Errorf("find agent %s: %w", id, err)
-	}
-	return a, nil
+func (s *Store) FindAgentByID(ctx context.Context, id string) (_ *device.Agent, err error) {
+	defer errs.Wrap(&err, "find agent %s", id)
+	return findLiveAgent(ctx, s.rq(), id, "")
 }
 
 // findLiveAgent returns an agent that is not removed.
@@ -178,15 +172,12 @@ func findLiveAgent(ctx context.Context, q querier, id, lock string) (*device.Age
 // findAgent returns an agent, removed or not; lock is "" or a locking
 // clause.
 func findAgent(ctx context.Context, q querier, id, lock string) (*device.Agent, error) {
-	a, err := scanAgent(q.QueryRow(ctx, `SELECT `+agentColumns+` FROM agents WHERE id = ? `+lock, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, notFound("agent", id)
-	}
-	return a, err
+	return findOne(ctx, q, scanAgent, "agent", id, `SELECT `+agentColumns+` FROM agents WHERE id = ? `+lock)
 }
 
 // FindAgents implements device.AgentStore.
-func (s *Store) FindAgents(ctx context.Context, f device.AgentFilter) ([]*device.Agent, error) {
+func (s *Store) FindAgents(ctx context.Context, f device.AgentFilter) (_ []*device.Agent, err error) {
+	defer errs.Wrap(&err, "find agents")
 	where := []string{`removed_at IS NULL`}
 	var a args
 	if len(f.IDs) > 0 {
@@ -218,11 +209,7 @@ func (s *Store) FindAgents(ctx context.Context, f device.AgentFilter) ([]*device
 	if f.Limit > 0 {
 		query += ` LIMIT ` + a.add(f.Limit)
 	}
-	out, err := queryAll(ctx, s.rq(), scanAgent, query, a...)
-	if err != nil {
-		return nil, fmt.Errorf("find agents: %w", err)
-	}
-	return out, nil
+	return queryAll(ctx, s.rq(), scanAgent, query, a...)
 }
 
 // sqlAgentCredential selects what authenticates an agent: every agent
@@ -255,52 +242,42 @@ func (s *Store) FindAgentCredential(ctx context.Context, id string) (*device.Age
 }
 
 // SetAgentRing implements device.AgentStore.
-func (s *Store) SetAgentRing(ctx context.Context, id, ring string) (*device.Agent, error) {
-	var a *device.Agent
-	err := s.write(ctx, func(tx querier) error {
-		var err error
-		if a, err = findLiveAgent(ctx, tx, id, s.d.lockRow); err != nil {
-			return err
+func (s *Store) SetAgentRing(ctx context.Context, id, ring string) (_ *device.Agent, err error) {
+	defer errs.Wrap(&err, "set ring of agent %s", id)
+	return writeResult(ctx, s, func(tx querier) (*device.Agent, error) {
+		a, err := findLiveAgent(ctx, tx, id, s.d.lockRow)
+		if err != nil {
+			return nil, err
 		}
 		if ring != "" {
 			if _, err := findRing(ctx, tx, ring); errors.Is(err, errs.ErrNotFound) {
-				return errs.Invalidf("there is no ring %q", ring)
+				return nil, errs.Invalidf("there is no ring %q", ring)
 			} else if err != nil {
-				return err
+				return nil, err
 			}
 		}
-		if _, err := tx.Exec(ctx, `UPDATE agents SET ring = ?, ring_source = 'manual' WHERE id = ?`, nullString(ring), a.ID); err != nil {
-			return err
-		}
 		a.Ring, a.RingSource = ring, device.RingSourceManual
-		return nil
+		_, err = tx.Exec(ctx, `UPDATE agents SET ring = ?, ring_source = 'manual' WHERE id = ?`, nullString(ring), a.ID)
+		return a, err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("set ring of agent %s: %w", id, err)
-	}
-	return a, nil
 }
 
 // SetAgentRingByRule implements device.AgentStore.
-func (s *Store) SetAgentRingByRule(ctx context.Context, id string) (*device.Agent, error) {
-	var a *device.Agent
-	err := s.write(ctx, func(tx querier) error {
-		var err error
-		if a, err = findLiveAgent(ctx, tx, id, s.d.lockRow); err != nil {
-			return err
+func (s *Store) SetAgentRingByRule(ctx context.Context, id string) (_ *device.Agent, err error) {
+	defer errs.Wrap(&err, "set ring of agent %s by rule", id)
+	return writeResult(ctx, s, func(tx querier) (*device.Agent, error) {
+		a, err := findLiveAgent(ctx, tx, id, s.d.lockRow)
+		if err != nil {
+			return nil, err
 		}
 		rings, err := findRings(ctx, tx)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		a.Ring, a.RingSource = device.RingFor(rings, a.Hostname, a.OS), device.RingSourceRule
 		_, err = tx.Exec(ctx, `UPDATE agents SET ring = ?, ring_source = 'rule' WHERE id = ?`, nullString(a.Ring), a.ID)
-		return err
+		return a, err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("set ring of agent %s by rule: %w", id, err)
-	}
-	return a, nil
 }
 
 // reassignRings moves every agent whose ring follows the rules to the ring
@@ -311,25 +288,19 @@ func reassignRings(ctx context.Context, tx querier) error {
 	if err != nil {
 		return err
 	}
-	rows, err := tx.Query(ctx, `SELECT id, hostname, os_platform, os_name, coalesce(ring, '') FROM agents
-		WHERE ring_source = 'rule' AND removed_at IS NULL`)
-	if err != nil {
-		return err
-	}
 	moves := map[string]string{}
-	for rows.Next() {
+	err = eachRow(ctx, tx, func(row scanner) error {
 		var id, hostname, ring string
 		var os device.OS
-		if err := rows.Scan(&id, &hostname, &os.Platform, &os.Name, &ring); err != nil {
-			rows.Close()
+		if err := row.Scan(&id, &hostname, &os.Platform, &os.Name, &ring); err != nil {
 			return err
 		}
 		if want := device.RingFor(rings, hostname, os); want != ring {
 			moves[id] = want
 		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return nil
+	}, `SELECT id, hostname, os_platform, os_name, coalesce(ring, '') FROM agents WHERE ring_source = 'rule' AND removed_at IS NULL`)
+	if err != nil {
 		return err
 	}
 	ids := make([]string, 0, len(moves))
@@ -346,8 +317,9 @@ func reassignRings(ctx context.Context, tx querier) error {
 }
 
 // RemoveAgent implements device.AgentStore.
-func (s *Store) RemoveAgent(ctx context.Context, id string, cmd *device.Command) error {
-	err := s.write(ctx, func(tx querier) error {
+func (s *Store) RemoveAgent(ctx context.Context, id string, cmd *device.Command) (err error) {
+	defer errs.Wrap(&err, "remove agent %s", id)
+	return s.write(ctx, func(tx querier) error {
 		now := ms(cmd.CreatedAt)
 		tag, err := tx.Exec(ctx, `UPDATE agents SET removed_at = ? WHERE id = ? AND removed_at IS NULL`, now, id)
 		if err != nil {
@@ -366,10 +338,6 @@ func (s *Store) RemoveAgent(ctx context.Context, id string, cmd *device.Command)
 		}
 		return s.insertCommand(ctx, tx, cmd)
 	})
-	if err != nil {
-		return fmt.Errorf("remove agent %s: %w", id, err)
-	}
-	return nil
 }
 
 func scanAgent(row scanner) (*device.Agent, error) {

@@ -24,28 +24,13 @@ func (s *Store) CreateAlertRule(ctx context.Context, r *alert.Rule) error {
 	if _, ok := s.d.isUnique(err); ok {
 		return errs.Conflictf("alert rule %s exists", r.ID)
 	}
-	if err != nil {
-		return fmt.Errorf("create alert rule: %w", err)
-	}
-	return nil
+	return errs.Wrapf(err, "create alert rule")
 }
 
 // FindAlertRules implements alert.Store.
-func (s *Store) FindAlertRules(ctx context.Context) ([]*alert.Rule, error) {
-	rows, err := s.rq().Query(ctx, `SELECT `+alertRuleColumns+` FROM alert_rules ORDER BY created_at DESC, id DESC`)
-	if err != nil {
-		return nil, fmt.Errorf("find alert rules: %w", err)
-	}
-	defer rows.Close()
-	var out []*alert.Rule
-	for rows.Next() {
-		r, err := scanAlertRule(rows)
-		if err != nil {
-			return nil, fmt.Errorf("find alert rules: %w", err)
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+func (s *Store) FindAlertRules(ctx context.Context) (_ []*alert.Rule, err error) {
+	defer errs.Wrap(&err, "find alert rules")
+	return queryAll(ctx, s.rq(), scanAlertRule, `SELECT `+alertRuleColumns+` FROM alert_rules ORDER BY created_at DESC, id DESC`)
 }
 
 // FindAlertRuleByID implements alert.Store.
@@ -78,9 +63,7 @@ func (s *Store) DeleteAlertRule(ctx context.Context, id string) error {
 		if err != nil {
 			return err
 		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
+		if rowsAffected(res) == 0 {
 			return errs.NotFoundf("no alert rule %s", id)
 		}
 		_, err = tx.Exec(ctx, `DELETE FROM alert_seen WHERE rule_id = ?`, id)
@@ -111,9 +94,7 @@ func (s *Store) AddAlerts(ctx context.Context, candidates []alert.Candidate, bui
 				if err != nil {
 					return err
 				}
-				if n, err := res.RowsAffected(); err != nil {
-					return err
-				} else if n == 1 {
+				if rowsAffected(res) == 1 {
 					named = append(named, a)
 				}
 			}
@@ -142,7 +123,8 @@ func (s *Store) AddAlerts(ctx context.Context, candidates []alert.Candidate, bui
 }
 
 // FindAlerts implements alert.Store.
-func (s *Store) FindAlerts(ctx context.Context, f alert.Filter) ([]*alert.Alert, error) {
+func (s *Store) FindAlerts(ctx context.Context, f alert.Filter) (_ []*alert.Alert, err error) {
+	defer errs.Wrap(&err, "find alerts")
 	query := `SELECT ` + alertColumns + ` FROM alerts WHERE 1 = 1`
 	var a args
 	if f.RuleID != "" {
@@ -156,49 +138,30 @@ func (s *Store) FindAlerts(ctx context.Context, f alert.Filter) ([]*alert.Alert,
 	if f.Limit > 0 {
 		query += ` LIMIT ` + a.add(f.Limit)
 	}
-	rows, err := s.rq().Query(ctx, query, a...)
-	if err != nil {
-		return nil, fmt.Errorf("find alerts: %w", err)
-	}
-	defer rows.Close()
-	var out []*alert.Alert
-	for rows.Next() {
-		al, err := scanAlert(rows)
-		if err != nil {
-			return nil, fmt.Errorf("find alerts: %w", err)
-		}
-		out = append(out, al)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.rq(), scanAlert, query, a...)
 }
 
 // FindAlertByID implements alert.Store.
 func (s *Store) FindAlertByID(ctx context.Context, id string) (*alert.Alert, error) {
-	var out *alert.Alert
-	err := s.read(ctx, func(tx querier) error {
+	out, err := readResult(ctx, s, func(tx querier) (*alert.Alert, error) {
 		a, err := scanAlert(tx.QueryRow(ctx, `SELECT `+alertColumns+` FROM alerts WHERE id = ?`, id))
 		if errors.Is(err, sql.ErrNoRows) {
-			return errs.NotFoundf("no alert %s", id)
+			return nil, errs.NotFoundf("no alert %s", id)
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
-		rows, err := tx.Query(ctx, `SELECT attempt, at, status, error FROM alert_deliveries WHERE alert_id = ? ORDER BY attempt`, id)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
+		err = eachRow(ctx, tx, func(row scanner) error {
 			var d alert.Delivery
 			var at int64
-			if err := rows.Scan(&d.Attempt, &at, &d.Status, &d.Error); err != nil {
+			if err := row.Scan(&d.Attempt, &at, &d.Status, &d.Error); err != nil {
 				return err
 			}
 			d.At = fromMS(at)
 			a.Deliveries = append(a.Deliveries, d)
-		}
-		out = a
-		return rows.Err()
+			return nil
+		}, `SELECT attempt, at, status, error FROM alert_deliveries WHERE alert_id = ? ORDER BY attempt`, id)
+		return a, err
 	})
 	if err != nil && !errors.Is(err, errs.ErrNotFound) {
 		return nil, fmt.Errorf("find alert %s: %w", id, err)
@@ -215,58 +178,34 @@ func scanAlert(row scanner) (*alert.Alert, error) {
 		return nil, err
 	}
 	a.Body, a.State, a.CreatedAt = []byte(body), alert.State(state), fromMS(created)
-	a.NextAttempt, a.DeliveredAt = timePtr(next), timePtr(delivered)
+	a.NextAttempt, a.DeliveredAt = fromNullMS(next), fromNullMS(delivered)
 	return &a, nil
-}
-
-func timePtr(v *int64) *time.Time {
-	if v == nil {
-		return nil
-	}
-	t := fromMS(*v)
-	return &t
 }
 
 // TakeDueAlerts implements alert.Store. On PostgreSQL the due rows are
 // locked and skipped by other replicas until the lease is written.
-func (s *Store) TakeDueAlerts(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]*alert.Alert, error) {
-	var out []*alert.Alert
-	err := s.write(ctx, func(tx querier) error {
-		out = nil
-		rows, err := tx.Query(ctx, `SELECT `+alertColumns+` FROM alerts WHERE state = ? AND next_attempt <= ?
+func (s *Store) TakeDueAlerts(ctx context.Context, now time.Time, lease time.Duration, limit int) (_ []*alert.Alert, err error) {
+	defer errs.Wrap(&err, "take due alerts")
+	return writeResult(ctx, s, func(tx querier) ([]*alert.Alert, error) {
+		out, err := queryAll(ctx, tx, scanAlert, `SELECT `+alertColumns+` FROM alerts WHERE state = ? AND next_attempt <= ?
 			ORDER BY next_attempt, id LIMIT ? `+s.d.skipLocked, string(alert.Pending), ms(now), limit)
 		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			a, err := scanAlert(rows)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			out = append(out, a)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
+			return nil, err
 		}
 		until := ms(now.Add(lease))
 		for _, a := range out {
 			if _, err := tx.Exec(ctx, `UPDATE alerts SET next_attempt = ? WHERE id = ?`, until, a.ID); err != nil {
-				return err
+				return nil, err
 			}
 		}
-		return nil
+		return out, nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("take due alerts: %w", err)
-	}
-	return out, nil
 }
 
 // RecordDelivery implements alert.Store.
-func (s *Store) RecordDelivery(ctx context.Context, id string, d alert.Delivery, state alert.State, next *time.Time) error {
-	err := s.write(ctx, func(tx querier) error {
+func (s *Store) RecordDelivery(ctx context.Context, id string, d alert.Delivery, state alert.State, next *time.Time) (err error) {
+	defer errs.Wrap(&err, "record delivery of %s", id)
+	return s.write(ctx, func(tx querier) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO alert_deliveries (alert_id, attempt, at, status, error) VALUES (?, ?, ?, ?, ?)`,
 			id, d.Attempt, ms(d.At), d.Status, d.Error); err != nil {
 			return err
@@ -280,8 +219,4 @@ func (s *Store) RecordDelivery(ctx context.Context, id string, d alert.Delivery,
 			string(state), d.Attempt, msPtr(next), delivered, id)
 		return err
 	})
-	if err != nil {
-		return fmt.Errorf("record delivery of %s: %w", id, err)
-	}
-	return nil
 }

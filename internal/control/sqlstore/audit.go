@@ -9,6 +9,7 @@ import (
 	"database/sql"
 
 	"github.com/patchline/patchline/internal/audit"
+	"github.com/patchline/patchline/internal/errs"
 )
 
 // AppendAudit implements audit.Log. The transaction takes auditLock before
@@ -16,7 +17,8 @@ import (
 // write transaction, which begins IMMEDIATE, is that lock): appends from
 // every replica and process follow each other, so that each chains to the
 // one before and the chain never forks.
-func (s *Store) AppendAudit(ctx context.Context, e *audit.Entry) error {
+func (s *Store) AppendAudit(ctx context.Context, e *audit.Entry) (err error) {
+	defer errs.Wrap(&err, "append audit entry %s", e.Action)
 	// The entry is hashed as it is stored.
 	for _, f := range []*string{&e.Actor, &e.KeyID, &e.Action, &e.Method, &e.Path, &e.ClientAddress} {
 		*f = s.d.text(*f)
@@ -24,7 +26,7 @@ func (s *Store) AppendAudit(ctx context.Context, e *audit.Entry) error {
 	if len(e.Details) > 0 {
 		e.Details = []byte(s.d.text(string(e.Details)))
 	}
-	err := s.write(ctx, func(tx querier) error {
+	return s.write(ctx, func(tx querier) error {
 		if err := s.lock(ctx, tx, auditLock, ""); err != nil {
 			return err
 		}
@@ -39,10 +41,6 @@ func (s *Store) AppendAudit(ctx context.Context, e *audit.Entry) error {
 			nullBytes(e.Details), e.PrevHash, e.Hash)
 		return err
 	})
-	if err != nil {
-		return fmt.Errorf("append audit entry %s: %w", e.Action, err)
-	}
-	return nil
 }
 
 // The statements of an append: every API request appends.
@@ -52,7 +50,8 @@ const (
 )
 
 // FindAuditEntries implements audit.Log.
-func (s *Store) FindAuditEntries(ctx context.Context, f audit.Filter) ([]*audit.Entry, error) {
+func (s *Store) FindAuditEntries(ctx context.Context, f audit.Filter) (_ []*audit.Entry, err error) {
+	defer errs.Wrap(&err, "find audit entries")
 	var where []string
 	var a args
 	if f.KeyID != "" {
@@ -72,11 +71,7 @@ func (s *Store) FindAuditEntries(ctx context.Context, f audit.Filter) ([]*audit.
 	if f.Limit > 0 {
 		query += ` LIMIT ` + a.add(f.Limit)
 	}
-	out, err := queryAll(ctx, s.rq(), scanAudit, query, a...)
-	if err != nil {
-		return nil, fmt.Errorf("find audit entries: %w", err)
-	}
-	return out, nil
+	return queryAll(ctx, s.rq(), scanAudit, query, a...)
 }
 
 // WalkAudit implements audit.Log. It reads in pages so that no transaction
@@ -85,21 +80,8 @@ func (s *Store) WalkAudit(ctx context.Context, fn func(*audit.Entry) error) erro
 	const page = 1000
 	var after int64
 	for {
-		rows, err := s.rq().Query(ctx, `SELECT `+auditColumns+` FROM audit_log WHERE id > ? ORDER BY id LIMIT ?`, after, page)
+		batch, err := queryAll(ctx, s.rq(), scanAudit, `SELECT `+auditColumns+` FROM audit_log WHERE id > ? ORDER BY id LIMIT ?`, after, page)
 		if err != nil {
-			return fmt.Errorf("walk audit log: %w", err)
-		}
-		var batch []*audit.Entry
-		for rows.Next() {
-			e, err := scanAudit(rows)
-			if err != nil {
-				rows.Close()
-				return fmt.Errorf("walk audit log: %w", err)
-			}
-			batch = append(batch, e)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
 			return fmt.Errorf("walk audit log: %w", err)
 		}
 		for _, e := range batch {

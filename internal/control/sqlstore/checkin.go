@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"database/sql"
 
@@ -81,10 +80,11 @@ type checkInResult struct {
 }
 
 // CheckIn implements device.AgentStore.
-func (s *Store) CheckIn(ctx context.Context, id string, c device.CheckIn) ([]*device.Command, error) {
+func (s *Store) CheckIn(ctx context.Context, id string, c device.CheckIn) (_ []*device.Command, err error) {
+	defer errs.Wrap(&err, "check in agent %s", id)
 	ips, inv, applied, err := agentJSON(c.IPs, c.Inventory, c.AppliedPolicies)
 	if err != nil {
-		return nil, fmt.Errorf("check in agent %s: %w", id, err)
+		return nil, err
 	}
 	fu := c.FeatureUpgrade
 	if fu.State == "" {
@@ -108,26 +108,20 @@ func (s *Store) CheckIn(ctx context.Context, id string, c device.CheckIn) ([]*de
 		a := req.args // the same values, not boxed again
 		req.same = []any{a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[12], a[13], a[14], a[15], a[17], a[0], nil}
 	}
-	var r checkInResult
 	if s.checkIns != nil {
-		if r, err = s.groupCheckIn(ctx, req); err != nil {
-			r.err = err // not handed over: the store is closed, or ctx done
+		r, err := s.groupCheckIn(ctx, req)
+		if err != nil {
+			return nil, err // not handed over: the store is closed, or ctx done
 		}
-	} else {
-		err = s.write(ctx, func(tx querier) error {
-			rings, err := findRings(ctx, tx)
-			if err != nil {
-				return err
-			}
-			r.cmds, err = s.checkInTx(ctx, tx, rings, req)
-			return err
-		})
-		r.err = err
+		return r.cmds, r.err
 	}
-	if r.err != nil {
-		return nil, fmt.Errorf("check in agent %s: %w", id, r.err)
-	}
-	return r.cmds, nil
+	return writeResult(ctx, s, func(tx querier) ([]*device.Command, error) {
+		rings, err := findRings(ctx, tx)
+		if err != nil {
+			return nil, err
+		}
+		return s.checkInTx(ctx, tx, rings, req)
+	})
 }
 
 // checkInTx applies one check-in within tx, with the rings the rules
@@ -192,11 +186,7 @@ func (s *Store) checkInTx(ctx context.Context, tx querier, rings []*device.Ring,
 		}
 		removedOnly = 1
 	}
-	rows, err := tx.Query(ctx, s.d.queuedCommands, r.id, now, removedOnly, r.c.MaxCommands)
-	if err != nil {
-		return nil, err
-	}
-	delivered, err := scanCommands(rows)
+	delivered, err := queryAll(ctx, tx, scanCommand, s.d.queuedCommands, r.id, now, removedOnly, r.c.MaxCommands)
 	if err != nil || len(delivered) == 0 {
 		return nil, err
 	}

@@ -16,40 +16,36 @@ import (
 
 // CreateCommands implements device.CommandStore. It locks the row of each
 // agent, so that two replicas queueing with skipActive do not both queue.
-func (s *Store) CreateCommands(ctx context.Context, cmds []*device.Command, skipActive bool) ([]*device.Command, error) {
-	var created []*device.Command
-	err := s.write(ctx, func(tx querier) error {
-		created = nil
+func (s *Store) CreateCommands(ctx context.Context, cmds []*device.Command, skipActive bool) (_ []*device.Command, err error) {
+	defer errs.Wrap(&err, "create commands")
+	return writeResult(ctx, s, func(tx querier) ([]*device.Command, error) {
+		var created []*device.Command
 		for _, c := range cmds {
 			var removed *int64
 			err := tx.QueryRow(ctx, `SELECT removed_at FROM agents WHERE id = ? `+s.d.lockRow, c.AgentID).Scan(&removed)
 			if errors.Is(err, sql.ErrNoRows) || err == nil && removed != nil {
-				return notFound("agent", c.AgentID)
+				return nil, notFound("agent", c.AgentID)
 			}
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if skipActive {
 				var n int
 				if err := tx.QueryRow(ctx, `SELECT count(*) FROM commands
 					WHERE agent_id = ? AND type = ? AND state IN `+activeStates, c.AgentID, string(c.Type)).Scan(&n); err != nil {
-					return err
+					return nil, err
 				}
 				if n > 0 {
 					continue
 				}
 			}
 			if err := s.insertCommand(ctx, tx, c); err != nil {
-				return err
+				return nil, err
 			}
 			created = append(created, c)
 		}
-		return nil
+		return created, nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("create commands: %w", err)
-	}
-	return created, nil
 }
 
 func (s *Store) insertCommand(ctx context.Context, tx querier, c *device.Command) error {
@@ -79,21 +75,19 @@ func resultJSON(r *device.Result) (*string, error) {
 }
 
 // FindCommandByID implements device.CommandStore.
-func (s *Store) FindCommandByID(ctx context.Context, id string) (*device.Command, error) {
-	c, err := findCommand(ctx, s.rq(), id, "")
-	if err != nil {
-		return nil, fmt.Errorf("find command %s: %w", id, err)
-	}
-	return c, nil
+func (s *Store) FindCommandByID(ctx context.Context, id string) (_ *device.Command, err error) {
+	defer errs.Wrap(&err, "find command %s", id)
+	return findCommand(ctx, s.rq(), id, "")
 }
 
 // findCommand returns a command; lock is "" or a locking clause.
 func findCommand(ctx context.Context, q querier, id, lock string) (*device.Command, error) {
-	return findOne(ctx, q, scanCommands, "command", id, `SELECT `+commandColumns+` FROM commands WHERE id = ? `+lock)
+	return findOne(ctx, q, scanCommand, "command", id, `SELECT `+commandColumns+` FROM commands WHERE id = ? `+lock)
 }
 
 // FindCommands implements device.CommandStore.
-func (s *Store) FindCommands(ctx context.Context, f device.CommandFilter) ([]*device.Command, error) {
+func (s *Store) FindCommands(ctx context.Context, f device.CommandFilter) (_ []*device.Command, err error) {
+	defer errs.Wrap(&err, "find commands")
 	var where []string
 	var a args
 	if f.AgentID != "" {
@@ -119,44 +113,31 @@ func (s *Store) FindCommands(ctx context.Context, f device.CommandFilter) ([]*de
 	if f.Limit > 0 {
 		query += ` LIMIT ` + a.add(f.Limit)
 	}
-	rows, err := s.rq().Query(ctx, query, a...)
-	if err != nil {
-		return nil, fmt.Errorf("find commands: %w", err)
-	}
-	cmds, err := scanCommands(rows)
-	if err != nil {
-		return nil, fmt.Errorf("find commands: %w", err)
-	}
-	return cmds, nil
+	return queryAll(ctx, s.rq(), scanCommand, query, a...)
 }
 
 // ReportCommand implements device.CommandStore.
-func (s *Store) ReportCommand(ctx context.Context, agentID, id string, r device.Report) (*device.Command, error) {
-	var c *device.Command
-	err := s.write(ctx, func(tx querier) error {
-		var err error
-		c, err = findCommand(ctx, tx, id, s.d.lockRow)
+func (s *Store) ReportCommand(ctx context.Context, agentID, id string, r device.Report) (_ *device.Command, err error) {
+	defer errs.Wrap(&err, "report command %s", id)
+	return writeResult(ctx, s, func(tx querier) (*device.Command, error) {
+		c, err := findCommand(ctx, tx, id, s.d.lockRow)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if c.AgentID != agentID {
-			return notFound("command", id)
+			return nil, notFound("command", id)
 		}
 		if !device.CanTransition(c.State, r.State) {
-			return errs.Conflictf("command %s is %s and cannot become %s", id, c.State, r.State)
+			return nil, errs.Conflictf("command %s is %s and cannot become %s", id, c.State, r.State)
 		}
 		if err := setCommandState(ctx, tx, c, r.State, r.Result, r.Time); err != nil {
-			return err
+			return nil, err
 		}
 		if c.RolloutID != "" && c.State.Final() {
-			return s.settleRollouts(ctx, tx, c.RolloutID, r.Time)
+			return c, s.settleRollouts(ctx, tx, c.RolloutID, r.Time)
 		}
-		return nil
+		return c, nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("report command %s: %w", id, err)
-	}
-	return c, nil
 }
 
 // setCommandState moves c to state st, with result when not nil, at now.
@@ -177,56 +158,50 @@ func setCommandState(ctx context.Context, tx querier, c *device.Command, st devi
 }
 
 // CancelCommand implements device.CommandStore.
-func (s *Store) CancelCommand(ctx context.Context, id string, now time.Time) (*device.Command, error) {
-	var c *device.Command
-	err := s.write(ctx, func(tx querier) error {
-		var err error
-		if c, err = findCommand(ctx, tx, id, s.d.lockRow); err != nil {
-			return err
+func (s *Store) CancelCommand(ctx context.Context, id string, now time.Time) (_ *device.Command, err error) {
+	defer errs.Wrap(&err, "cancel command %s", id)
+	return writeResult(ctx, s, func(tx querier) (*device.Command, error) {
+		c, err := findCommand(ctx, tx, id, s.d.lockRow)
+		if err != nil {
+			return nil, err
 		}
 		if !device.CanTransition(c.State, device.Canceled) {
-			return errs.Conflictf("command %s is %s and can no longer be canceled", id, c.State)
+			return nil, errs.Conflictf("command %s is %s and can no longer be canceled", id, c.State)
 		}
 		if err := setCommandState(ctx, tx, c, device.Canceled, &device.Result{Message: "canceled"}, now); err != nil {
-			return err
+			return nil, err
 		}
 		if c.RolloutID != "" {
-			return s.settleRollouts(ctx, tx, c.RolloutID, now)
+			return c, s.settleRollouts(ctx, tx, c.RolloutID, now)
 		}
-		return nil
+		return c, nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("cancel command %s: %w", id, err)
-	}
-	return c, nil
 }
 
 // ExpireCommands implements device.CommandStore. Replicas may sweep at the
 // same time: the second finds the commands the first expired no longer
 // active.
-func (s *Store) ExpireCommands(ctx context.Context, now time.Time) (int, error) {
-	var n int64
-	err := s.write(ctx, func(tx querier) error {
+func (s *Store) ExpireCommands(ctx context.Context, now time.Time) (_ int, err error) {
+	defer errs.Wrap(&err, "expire commands")
+	return writeResult(ctx, s, func(tx querier) (int, error) {
 		result, _ := json.Marshal(device.Result{Message: "expired: the agent did not finish it in time"})
 		tag, err := tx.Exec(ctx, `UPDATE commands SET state = 'expired', result = coalesce(result, ?), updated_at = ?
 			WHERE state IN `+activeStates+` AND expires_at <= ?`, string(result), ms(now), ms(now))
 		if err != nil {
-			return err
+			return 0, err
 		}
-		if n = rowsAffected(tag); n == 0 {
-			return nil
+		n := int(rowsAffected(tag))
+		if n == 0 {
+			return 0, nil
 		}
-		return s.settleRollouts(ctx, tx, "", now)
+		return n, s.settleRollouts(ctx, tx, "", now)
 	})
-	if err != nil {
-		return 0, fmt.Errorf("expire commands: %w", err)
-	}
-	return int(n), nil
 }
 
 // SaveLogBundle implements device.CommandStore.
-func (s *Store) SaveLogBundle(ctx context.Context, b *device.LogBundle) error {
-	err := s.write(ctx, func(tx querier) error {
+func (s *Store) SaveLogBundle(ctx context.Context, b *device.LogBundle) (err error) {
+	defer errs.Wrap(&err, "save log bundle of %s", b.CommandID)
+	return s.write(ctx, func(tx querier) error {
 		c, err := findCommand(ctx, tx, b.CommandID, s.d.lockRow)
 		if err != nil {
 			return err
@@ -244,10 +219,6 @@ func (s *Store) SaveLogBundle(ctx context.Context, b *device.LogBundle) error {
 		}
 		return err
 	})
-	if err != nil {
-		return fmt.Errorf("save log bundle of %s: %w", b.CommandID, err)
-	}
-	return nil
 }
 
 // FindLogBundle implements device.CommandStore.
@@ -267,32 +238,27 @@ func (s *Store) FindLogBundle(ctx context.Context, commandID string) (*device.Lo
 	return &b, nil
 }
 
-// scanCommands reads and closes rows.
-func scanCommands(rows *sql.Rows) ([]*device.Command, error) {
-	defer rows.Close()
-	var out []*device.Command
-	for rows.Next() {
-		var c device.Command
-		var params, result, rolloutID, rolloutRing *string
-		var typ, state string
-		var created, updated, expires int64
-		if err := rows.Scan(&c.ID, &c.AgentID, &typ, &state, &params, &result, &c.CreatedBy,
-			&created, &updated, &expires, &rolloutID, &rolloutRing); err != nil {
-			return nil, err
-		}
-		c.Type, c.State = device.CommandType(typ), device.CommandState(state)
-		c.CreatedAt, c.UpdatedAt, c.ExpiresAt = fromMS(created), fromMS(updated), fromMS(expires)
-		c.RolloutID, c.RolloutRing = str(rolloutID), str(rolloutRing)
-		if params != nil {
-			c.Params = json.RawMessage(*params)
-		}
-		if result != nil {
-			c.Result = new(device.Result)
-			if err := json.Unmarshal([]byte(*result), c.Result); err != nil {
-				return nil, fmt.Errorf("command %s result: %w", c.ID, err)
-			}
-		}
-		out = append(out, &c)
+// scanCommand reads the columns of commandColumns.
+func scanCommand(row scanner) (*device.Command, error) {
+	var c device.Command
+	var params, result, rolloutID, rolloutRing *string
+	var typ, state string
+	var created, updated, expires int64
+	if err := row.Scan(&c.ID, &c.AgentID, &typ, &state, &params, &result, &c.CreatedBy,
+		&created, &updated, &expires, &rolloutID, &rolloutRing); err != nil {
+		return nil, err
 	}
-	return out, rows.Err()
+	c.Type, c.State = device.CommandType(typ), device.CommandState(state)
+	c.CreatedAt, c.UpdatedAt, c.ExpiresAt = fromMS(created), fromMS(updated), fromMS(expires)
+	c.RolloutID, c.RolloutRing = str(rolloutID), str(rolloutRing)
+	if params != nil {
+		c.Params = json.RawMessage(*params)
+	}
+	if result != nil {
+		c.Result = new(device.Result)
+		if err := json.Unmarshal([]byte(*result), c.Result); err != nil {
+			return nil, fmt.Errorf("command %s result: %w", c.ID, err)
+		}
+	}
+	return &c, nil
 }

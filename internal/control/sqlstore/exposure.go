@@ -11,6 +11,7 @@ import (
 	"database/sql"
 
 	"github.com/patchline/patchline/internal/cve"
+	"github.com/patchline/patchline/internal/errs"
 	"github.com/patchline/patchline/internal/exposure"
 )
 
@@ -18,42 +19,33 @@ import (
 func (s *Store) HasAgents(ctx context.Context) (bool, error) {
 	var has bool
 	err := s.rq().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM agents WHERE removed_at IS NULL)`).Scan(&has)
-	if err != nil {
-		return false, fmt.Errorf("look for agents: %w", err)
-	}
-	return has, nil
+	return has, errs.Wrapf(err, "look for agents")
 }
 
 // PendingExposure implements exposure.Store. A removed agent comes with
 // an empty inventory, so that its findings are cleared. Replicas may take
 // the same agents: PutExposure of one agent is serialized, and its token
 // keeps a newer change queued.
-func (s *Store) PendingExposure(ctx context.Context, limit int) ([]exposure.Pending, error) {
-	rows, err := s.rq().Query(ctx, `SELECT q.agent_id, q.token, coalesce(a.inventory, ''), a.removed_at IS NOT NULL OR a.id IS NULL
-		FROM exposure_queue q LEFT JOIN agents a ON a.id = q.agent_id
-		ORDER BY q.agent_id LIMIT ?`, limit)
-	if err != nil {
-		return nil, fmt.Errorf("pending exposure: %w", err)
-	}
-	defer rows.Close()
-	var out []exposure.Pending
-	for rows.Next() {
+func (s *Store) PendingExposure(ctx context.Context, limit int) (_ []exposure.Pending, err error) {
+	defer errs.Wrap(&err, "pending exposure")
+	return queryAll(ctx, s.rq(), func(row scanner) (exposure.Pending, error) {
 		var (
 			p       exposure.Pending
 			inv     string
 			removed bool
 		)
-		if err := rows.Scan(&p.AgentID, &p.Token, &inv, &removed); err != nil {
-			return nil, fmt.Errorf("pending exposure: %w", err)
+		if err := row.Scan(&p.AgentID, &p.Token, &inv, &removed); err != nil {
+			return p, err
 		}
 		if !removed && inv != "" {
 			if err := json.Unmarshal([]byte(inv), &p.Inventory); err != nil {
-				return nil, fmt.Errorf("pending exposure: inventory of agent %s: %w", p.AgentID, err)
+				return p, fmt.Errorf("inventory of agent %s: %w", p.AgentID, err)
 			}
 		}
-		out = append(out, p)
-	}
-	return out, rows.Err()
+		return p, nil
+	}, `SELECT q.agent_id, q.token, coalesce(a.inventory, ''), a.removed_at IS NOT NULL OR a.id IS NULL
+		FROM exposure_queue q LEFT JOIN agents a ON a.id = q.agent_id
+		ORDER BY q.agent_id LIMIT ?`, limit)
 }
 
 // The statements of PutExposure, prepared at Open on SQLite: it runs them
@@ -98,9 +90,10 @@ var exposureQueries = []string{
 // PutExposure implements exposure.Store. It keeps the per-CVE counts of
 // cve_exposure and cve_fixes in the same transaction, under a lock of the
 // agent so that two replicas evaluating it do not count it twice.
-func (s *Store) PutExposure(ctx context.Context, agentID, token string, keys []string, findings []exposure.Finding) error {
+func (s *Store) PutExposure(ctx context.Context, agentID, token string, keys []string, findings []exposure.Finding) (err error) {
 	agentID = s.d.text(agentID)
-	err := s.write(ctx, func(tx querier) error {
+	defer errs.Wrap(&err, "store exposure of agent %s", agentID)
+	return s.write(ctx, func(tx querier) error {
 		if err := s.lock(ctx, tx, exposureLock, agentID); err != nil {
 			return err
 		}
@@ -164,10 +157,6 @@ func (s *Store) PutExposure(ctx context.Context, agentID, token string, keys []s
 		_, err = tx.Exec(qctx, sqlDequeueExposure, agentID, token)
 		return err
 	})
-	if err != nil {
-		return fmt.Errorf("store exposure of agent %s: %w", agentID, err)
-	}
-	return nil
 }
 
 // cleanFinding makes the text of a finding storable, so that the fixes
@@ -181,22 +170,18 @@ func (s *Store) cleanFinding(f exposure.Finding) exposure.Finding {
 
 // agentStatuses returns the status of each CVE of an agent as stored.
 func agentStatuses(ctx context.Context, q querier, agentID string) (map[int64]exposure.Status, error) {
-	rows, err := q.Query(ctx, `SELECT cve_key, min(status) FROM agent_vulnerabilities WHERE agent_id = ? GROUP BY cve_key`, agentID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	out := map[int64]exposure.Status{}
-	for rows.Next() {
+	err := eachRow(ctx, q, func(row scanner) error {
 		var key int64
 		var st string
-		if err := rows.Scan(&key, &st); err != nil {
-			return nil, err
-		}
 		// min() picks 'affected' over 'unknown'.
+		if err := row.Scan(&key, &st); err != nil {
+			return err
+		}
 		out[key] = exposure.Status(st)
-	}
-	return out, rows.Err()
+		return nil
+	}, sqlAgentStatuses, agentID)
+	return out, err
 }
 
 // fixRow is a fixed version of a CVE's product as cve_fixes counts it.
@@ -221,21 +206,16 @@ func (a fixRow) less(b fixRow) bool {
 
 // agentFixes returns the fixes that apply to an agent's affected items.
 func agentFixes(ctx context.Context, q querier, agentID string) (map[fixRow]bool, error) {
-	rows, err := q.Query(ctx, `SELECT DISTINCT cve_key, ecosystem, product, fixed, kb, eol_from
-		FROM agent_vulnerabilities WHERE agent_id = ? AND status = 'affected'`, agentID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	out := map[fixRow]bool{}
-	for rows.Next() {
+	err := eachRow(ctx, q, func(row scanner) error {
 		var f fixRow
-		if err := rows.Scan(&f.cveKey, &f.ecosystem, &f.product, &f.fixed, &f.kb, &f.eolFrom); err != nil {
-			return nil, err
+		if err := row.Scan(&f.cveKey, &f.ecosystem, &f.product, &f.fixed, &f.kb, &f.eolFrom); err != nil {
+			return err
 		}
 		out[f] = true
-	}
-	return out, rows.Err()
+		return nil
+	}, sqlAgentFixes, agentID)
+	return out, err
 }
 
 // adjustFixes moves one agent's contribution to cve_fixes from old to cur.
@@ -323,10 +303,10 @@ func adjustCounts(ctx context.Context, tx querier, old, cur map[int64]exposure.S
 }
 
 // QueueExposure implements exposure.Store.
-func (s *Store) QueueExposure(ctx context.Context, keys []string) (int, error) {
-	total := 0
-	err := s.write(ctx, func(tx querier) error {
-		total = 0
+func (s *Store) QueueExposure(ctx context.Context, keys []string) (_ int, err error) {
+	defer errs.Wrap(&err, "queue exposure")
+	return writeResult(ctx, s, func(tx querier) (int, error) {
+		total := 0
 		for rest := keys; len(rest) > 0; {
 			n := min(len(rest), 500)
 			var a args
@@ -337,16 +317,12 @@ func (s *Store) QueueExposure(ctx context.Context, keys []string) (int, error) {
 					SELECT DISTINCT agent_id FROM agent_products WHERE product_key IN `+list+` ORDER BY agent_id) d
 				WHERE true ON CONFLICT (agent_id) DO UPDATE SET token = excluded.token`, a...)
 			if err != nil {
-				return err
+				return 0, err
 			}
 			total += int(rowsAffected(res))
 		}
-		return nil
+		return total, nil
 	})
-	if err != nil {
-		return 0, fmt.Errorf("queue exposure: %w", err)
-	}
-	return total, nil
 }
 
 // PutRisks implements exposure.Store.
@@ -384,37 +360,27 @@ func (s *Store) putRisks(ctx context.Context, risks []exposure.Risk, conflict st
 		}
 		return s.insertRows(ctx, tx, "cve_risks", putRiskColumns, conflict, rows)
 	})
-	if err != nil {
-		return fmt.Errorf("store CVE risks: %w", err)
-	}
-	return nil
+	return errs.Wrapf(err, "store CVE risks")
 }
 
 // AgentVulnerabilities implements exposure.Store.
-func (s *Store) AgentVulnerabilities(ctx context.Context, agentID string) ([]exposure.AgentVulnerability, error) {
-	var out []exposure.AgentVulnerability
-	err := s.read(ctx, func(tx querier) error {
-		out = nil
+func (s *Store) AgentVulnerabilities(ctx context.Context, agentID string) (_ []exposure.AgentVulnerability, err error) {
+	defer errs.Wrap(&err, "vulnerabilities of agent %s", agentID)
+	return readResult(ctx, s, func(tx querier) ([]exposure.AgentVulnerability, error) {
 		var removed *int64
 		err := tx.QueryRow(ctx, `SELECT removed_at FROM agents WHERE id = ?`, agentID).Scan(&removed)
 		if errors.Is(err, sql.ErrNoRows) || (err == nil && removed != nil) {
-			return notFound("agent", agentID)
+			return nil, notFound("agent", agentID)
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
-		rows, err := tx.Query(ctx, `SELECT `+riskColumns+`, `+findingColumns+`
-			FROM agent_vulnerabilities v JOIN cve_risks r ON r.cve_key = v.cve_key
-			WHERE v.agent_id = ? ORDER BY `+riskOrder+`, v.ecosystem, v.product, v.package, v.installed`, agentID)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
+		var out []exposure.AgentVulnerability
+		err = eachRow(ctx, tx, func(row scanner) error {
 			var risk exposure.Risk
 			var f exposure.Finding
 			args := scanRisk(&risk, findingArgs(&f)...)
-			if err := rows.Scan(args...); err != nil {
+			if err := row.Scan(args...); err != nil {
 				return err
 			}
 			fillRisk(&risk, args)
@@ -424,20 +390,20 @@ func (s *Store) AgentVulnerabilities(ctx context.Context, agentID string) ([]exp
 				if f.Status == exposure.Affected {
 					out[n-1].Status = exposure.Affected
 				}
-				continue
+				return nil
 			}
 			out = append(out, exposure.AgentVulnerability{Risk: risk, Status: f.Status, Findings: []exposure.Finding{f}})
-		}
-		return rows.Err()
+			return nil
+		}, `SELECT `+riskColumns+`, `+findingColumns+`
+			FROM agent_vulnerabilities v JOIN cve_risks r ON r.cve_key = v.cve_key
+			WHERE v.agent_id = ? ORDER BY `+riskOrder+`, v.ecosystem, v.product, v.package, v.installed`, agentID)
+		return out, err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("vulnerabilities of agent %s: %w", agentID, err)
-	}
-	return out, nil
 }
 
 // FleetVulnerabilities implements exposure.Store.
-func (s *Store) FleetVulnerabilities(ctx context.Context, f exposure.FleetFilter) ([]exposure.FleetVulnerability, error) {
+func (s *Store) FleetVulnerabilities(ctx context.Context, f exposure.FleetFilter) (_ []exposure.FleetVulnerability, err error) {
+	defer errs.Wrap(&err, "fleet vulnerabilities")
 	where := []string{`true`}
 	var a args
 	if !f.IncludeUnknown {
@@ -455,56 +421,35 @@ func (s *Store) FleetVulnerabilities(ctx context.Context, f exposure.FleetFilter
 	if f.Limit > 0 {
 		query += ` LIMIT ` + a.add(f.Limit)
 	}
-	var out []exposure.FleetVulnerability
-	err := s.read(ctx, func(tx querier) error {
-		out = nil
-		rows, err := tx.Query(ctx, query, a...)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
+	return readResult(ctx, s, func(tx querier) ([]exposure.FleetVulnerability, error) {
+		out, err := queryAll(ctx, tx, func(row scanner) (exposure.FleetVulnerability, error) {
 			var v exposure.FleetVulnerability
 			dst := scanRisk(&v.Risk, &v.Affected, &v.Unknown)
-			if err := rows.Scan(dst...); err != nil {
-				rows.Close()
-				return err
-			}
+			err := row.Scan(dst...)
 			fillRisk(&v.Risk, dst)
-			out = append(out, v)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
+			return v, err
+		}, query, a...)
+		if err != nil {
+			return nil, err
 		}
 		for i := range out {
 			key, _ := cve.Key(out[i].CVEID)
-			rows, err := tx.Query(ctx, sqlCVEFixes, key)
-			if err != nil {
-				return err
-			}
-			for rows.Next() {
+			out[i].Fixes, err = queryAll(ctx, tx, func(row scanner) (exposure.Fix, error) {
 				var fx exposure.Fix
-				if err := rows.Scan(&fx.Ecosystem, &fx.Product, &fx.Version, &fx.KB, &fx.EOLFrom); err != nil {
-					rows.Close()
-					return err
-				}
-				out[i].Fixes = append(out[i].Fixes, fx)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return err
+				err := row.Scan(&fx.Ecosystem, &fx.Product, &fx.Version, &fx.KB, &fx.EOLFrom)
+				return fx, err
+			}, sqlCVEFixes, key)
+			if err != nil {
+				return nil, err
 			}
 		}
-		return nil
+		return out, nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("fleet vulnerabilities: %w", err)
-	}
-	return out, nil
 }
 
 // VulnerabilityAgents implements exposure.Store.
-func (s *Store) VulnerabilityAgents(ctx context.Context, f exposure.AgentFilter) ([]exposure.CVEAgent, error) {
+func (s *Store) VulnerabilityAgents(ctx context.Context, f exposure.AgentFilter) (_ []exposure.CVEAgent, err error) {
+	defer errs.Wrap(&err, "agents of %s", f.CVEID)
 	key, ok := cve.Key(f.CVEID)
 	if !ok {
 		return nil, nil
@@ -518,26 +463,18 @@ func (s *Store) VulnerabilityAgents(ctx context.Context, f exposure.AgentFilter)
 		FROM agent_vulnerabilities v JOIN agents a ON a.id = v.agent_id
 		WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY v.agent_id, v.ecosystem, v.product, v.package`
 	var out []exposure.CVEAgent
-	err := s.read(ctx, func(tx querier) error {
-		out = nil
-		rows, err := tx.Query(ctx, query, a...)
-		if err != nil {
+	err = eachRow(ctx, s.rq(), func(row scanner) error {
+		var ag exposure.CVEAgent
+		var fi exposure.Finding
+		if err := row.Scan(append([]any{&ag.AgentID, &ag.Hostname, &ag.Ring}, findingArgs(&fi)...)...); err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var ag exposure.CVEAgent
-			var fi exposure.Finding
-			if err := rows.Scan(append([]any{&ag.AgentID, &ag.Hostname, &ag.Ring}, findingArgs(&fi)...)...); err != nil {
-				return err
-			}
-			fi.CVEID = f.CVEID
-			out = exposure.AddFinding(out, ag, fi)
-		}
-		return rows.Err()
-	})
+		fi.CVEID = f.CVEID
+		out = exposure.AddFinding(out, ag, fi)
+		return nil
+	}, query, a...)
 	if err != nil {
-		return nil, fmt.Errorf("agents of %s: %w", f.CVEID, err)
+		return nil, err
 	}
 	return f.Keep(out), nil
 }

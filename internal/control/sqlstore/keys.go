@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"database/sql"
@@ -24,33 +23,24 @@ func (s *Store) CreateKey(ctx context.Context, k *apikey.Key) error {
 	if _, ok := s.d.isUnique(err); ok {
 		return errs.Conflictf("API key %s exists", k.ID)
 	}
-	if err != nil {
-		return fmt.Errorf("create key %s: %w", k.ID, err)
-	}
-	return nil
+	return errs.Wrapf(err, "create key %s", k.ID)
 }
 
 // FindKeyByID implements apikey.KeyStore. It reads the database every
 // time: a key revoked through one replica is refused by all at once.
-func (s *Store) FindKeyByID(ctx context.Context, id string) (*apikey.Key, error) {
-	k, err := findKey(ctx, s.rq(), id, "")
-	if err != nil {
-		return nil, fmt.Errorf("find key %s: %w", id, err)
-	}
-	return k, nil
+func (s *Store) FindKeyByID(ctx context.Context, id string) (_ *apikey.Key, err error) {
+	defer errs.Wrap(&err, "find key %s", id)
+	return findKey(ctx, s.rq(), id, "")
 }
 
 // findKey returns a key; lock is "" or a locking clause.
 func findKey(ctx context.Context, q querier, id, lock string) (*apikey.Key, error) {
-	k, err := scanKey(q.QueryRow(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE id = ? `+lock, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, notFound("API key", id)
-	}
-	return k, err
+	return findOne(ctx, q, scanKey, "API key", id, `SELECT `+keyColumns+` FROM api_keys WHERE id = ? `+lock)
 }
 
 // FindKeys implements apikey.KeyStore.
-func (s *Store) FindKeys(ctx context.Context, f apikey.KeyFilter) ([]*apikey.Key, error) {
+func (s *Store) FindKeys(ctx context.Context, f apikey.KeyFilter) (_ []*apikey.Key, err error) {
+	defer errs.Wrap(&err, "find keys")
 	query := `SELECT ` + keyColumns + ` FROM api_keys`
 	var a args
 	if f.Active != nil {
@@ -63,35 +53,24 @@ func (s *Store) FindKeys(ctx context.Context, f apikey.KeyFilter) ([]*apikey.Key
 		}
 	}
 	query += ` ORDER BY created_at DESC, id DESC`
-	keys, err := queryAll(ctx, s.rq(), scanKey, query, a...)
-	if err != nil {
-		return nil, fmt.Errorf("find keys: %w", err)
-	}
-	return keys, nil
+	return queryAll(ctx, s.rq(), scanKey, query, a...)
 }
 
 // RevokeKey implements apikey.KeyStore.
-func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) (*apikey.Key, error) {
-	var k *apikey.Key
-	err := s.write(ctx, func(tx querier) error {
-		var err error
-		if k, err = findKey(ctx, tx, id, s.d.lockRow); err != nil {
-			return err
+func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) (_ *apikey.Key, err error) {
+	defer errs.Wrap(&err, "revoke key %s", id)
+	return writeResult(ctx, s, func(tx querier) (*apikey.Key, error) {
+		k, err := findKey(ctx, tx, id, s.d.lockRow)
+		if err != nil {
+			return nil, err
 		}
 		if k.RevokedAt != nil {
-			return errs.Conflictf("API key %s was revoked at %s", id, k.RevokedAt.Format(time.RFC3339))
+			return nil, errs.Conflictf("API key %s was revoked at %s", id, k.RevokedAt.Format(time.RFC3339))
 		}
-		if _, err := tx.Exec(ctx, `UPDATE api_keys SET revoked_at = ? WHERE id = ?`, ms(at), k.ID); err != nil {
-			return err
-		}
-		t := fromMS(ms(at))
-		k.RevokedAt = &t
-		return nil
+		k.RevokedAt = new(fromMS(ms(at)))
+		_, err = tx.Exec(ctx, `UPDATE api_keys SET revoked_at = ? WHERE id = ?`, ms(at), k.ID)
+		return k, err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("revoke key %s: %w", id, err)
-	}
-	return k, nil
 }
 
 // EnablePrivileged implements apikey.KeyStore.
@@ -99,29 +78,22 @@ func (s *Store) EnablePrivileged(ctx context.Context, id string, expiresAt, now 
 	if err := apikey.CheckPrivilegedExpiry(&expiresAt, now); err != nil {
 		return nil, err
 	}
-	var k *apikey.Key
-	err := s.write(ctx, func(tx querier) error {
-		var err error
-		if k, err = findKey(ctx, tx, id, s.d.lockRow); err != nil {
-			return err
+	k, err := writeResult(ctx, s, func(tx querier) (*apikey.Key, error) {
+		k, err := findKey(ctx, tx, id, s.d.lockRow)
+		if err != nil {
+			return nil, err
 		}
 		switch st := k.State(now); {
 		case st != apikey.StateActive:
-			return errs.Conflictf("API key %s is %s", id, st)
+			return nil, errs.Conflictf("API key %s is %s", id, st)
 		case k.Privileged:
-			return errs.Conflictf("API key %s is already privileged", id)
+			return nil, errs.Conflictf("API key %s is already privileged", id)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE api_keys SET privileged = true, expires_at = ? WHERE id = ?`, ms(expiresAt), k.ID); err != nil {
-			return err
-		}
-		t := fromMS(ms(expiresAt))
-		k.Privileged, k.ExpiresAt = true, &t
-		return nil
+		k.Privileged, k.ExpiresAt = true, new(fromMS(ms(expiresAt)))
+		_, err = tx.Exec(ctx, `UPDATE api_keys SET privileged = true, expires_at = ? WHERE id = ?`, ms(expiresAt), k.ID)
+		return k, err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("enable privileged key %s: %w", id, err)
-	}
-	return k, nil
+	return k, errs.Wrapf(err, "enable privileged key %s", id)
 }
 
 // TouchKey implements apikey.KeyStore.
@@ -129,10 +101,7 @@ func (s *Store) TouchKey(ctx context.Context, id string, at time.Time) error {
 	_, err := s.wq().Exec(ctx, `UPDATE api_keys SET last_used_at = ?
 		WHERE id = ? AND (last_used_at IS NULL OR last_used_at <= ?)`,
 		ms(at), id, ms(at.Add(-apikey.LastUsedResolution)))
-	if err != nil {
-		return fmt.Errorf("touch key %s: %w", id, err)
-	}
-	return nil
+	return errs.Wrapf(err, "touch key %s", id)
 }
 
 func scanKey(row scanner) (*apikey.Key, error) {
@@ -150,8 +119,9 @@ func scanKey(row scanner) (*apikey.Key, error) {
 }
 
 // CreateEnrollSecret implements device.EnrollSecretStore.
-func (s *Store) CreateEnrollSecret(ctx context.Context, e *device.EnrollSecret) error {
-	err := s.write(ctx, func(tx querier) error {
+func (s *Store) CreateEnrollSecret(ctx context.Context, e *device.EnrollSecret) (err error) {
+	defer errs.Wrap(&err, "create enrollment secret")
+	return s.write(ctx, func(tx querier) error {
 		if e.Ring != "" {
 			if _, err := findRing(ctx, tx, e.Ring); errors.Is(err, errs.ErrNotFound) {
 				return errs.Invalidf("there is no ring %q", e.Ring)
@@ -167,43 +137,29 @@ func (s *Store) CreateEnrollSecret(ctx context.Context, e *device.EnrollSecret) 
 		}
 		return err
 	})
-	if err != nil {
-		return fmt.Errorf("create enrollment secret: %w", err)
-	}
-	return nil
 }
 
 // FindEnrollSecrets implements device.EnrollSecretStore.
-func (s *Store) FindEnrollSecrets(ctx context.Context) ([]*device.EnrollSecret, error) {
-	out, err := queryAll(ctx, s.rq(), scanEnrollSecret, `SELECT `+enrollColumns+` FROM enroll_secrets ORDER BY created_at DESC, id DESC`)
-	if err != nil {
-		return nil, fmt.Errorf("find enrollment secrets: %w", err)
-	}
-	return out, nil
+func (s *Store) FindEnrollSecrets(ctx context.Context) (_ []*device.EnrollSecret, err error) {
+	defer errs.Wrap(&err, "find enrollment secrets")
+	return queryAll(ctx, s.rq(), scanEnrollSecret, `SELECT `+enrollColumns+` FROM enroll_secrets ORDER BY created_at DESC, id DESC`)
 }
 
 // RevokeEnrollSecret implements device.EnrollSecretStore.
-func (s *Store) RevokeEnrollSecret(ctx context.Context, id string, at time.Time) (*device.EnrollSecret, error) {
-	var e *device.EnrollSecret
-	err := s.write(ctx, func(tx querier) error {
-		var err error
-		if e, err = findEnrollSecret(ctx, tx, `id = ? `+s.d.lockRow, id); err != nil {
-			return err
+func (s *Store) RevokeEnrollSecret(ctx context.Context, id string, at time.Time) (_ *device.EnrollSecret, err error) {
+	defer errs.Wrap(&err, "revoke enrollment secret %s", id)
+	return writeResult(ctx, s, func(tx querier) (*device.EnrollSecret, error) {
+		e, err := findEnrollSecret(ctx, tx, `id = ? `+s.d.lockRow, id)
+		if err != nil {
+			return nil, err
 		}
 		if e.RevokedAt != nil {
-			return errs.Conflictf("enrollment secret %s is already revoked", id)
+			return nil, errs.Conflictf("enrollment secret %s is already revoked", id)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE enroll_secrets SET revoked_at = ? WHERE id = ?`, ms(at), e.ID); err != nil {
-			return err
-		}
-		t := fromMS(ms(at))
-		e.RevokedAt = &t
-		return nil
+		e.RevokedAt = new(fromMS(ms(at)))
+		_, err = tx.Exec(ctx, `UPDATE enroll_secrets SET revoked_at = ? WHERE id = ?`, ms(at), e.ID)
+		return e, err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("revoke enrollment secret %s: %w", id, err)
-	}
-	return e, nil
 }
 
 // findEnrollSecret returns the secret matching cond, which has one

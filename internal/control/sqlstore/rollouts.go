@@ -28,8 +28,9 @@ func (s *Store) ringConflict(err error, r *device.Ring) error {
 }
 
 // CreateRing implements device.RingStore.
-func (s *Store) CreateRing(ctx context.Context, r *device.Ring) error {
-	err := s.write(ctx, func(tx querier) error {
+func (s *Store) CreateRing(ctx context.Context, r *device.Ring) (err error) {
+	defer errs.Wrap(&err, "create ring %s", r.Name)
+	return s.write(ctx, func(tx querier) error {
 		var n int
 		if err := tx.QueryRow(ctx, `SELECT count(*) FROM rings WHERE name = ?`, r.Name).Scan(&n); err != nil {
 			return err
@@ -51,15 +52,12 @@ func (s *Store) CreateRing(ctx context.Context, r *device.Ring) error {
 		}
 		return reassignRings(ctx, tx)
 	})
-	if err != nil {
-		return fmt.Errorf("create ring %s: %w", r.Name, err)
-	}
-	return nil
 }
 
 // UpdateRing implements device.RingStore.
-func (s *Store) UpdateRing(ctx context.Context, r *device.Ring) error {
-	err := s.write(ctx, func(tx querier) error {
+func (s *Store) UpdateRing(ctx context.Context, r *device.Ring) (err error) {
+	defer errs.Wrap(&err, "update ring %s", r.Name)
+	return s.write(ctx, func(tx querier) error {
 		rule, err := ruleJSON(r.Rule)
 		if err != nil {
 			return err
@@ -74,10 +72,6 @@ func (s *Store) UpdateRing(ctx context.Context, r *device.Ring) error {
 		}
 		return reassignRings(ctx, tx)
 	})
-	if err != nil {
-		return fmt.Errorf("update ring %s: %w", r.Name, err)
-	}
-	return nil
 }
 
 // ruleJSON encodes a ring rule for its column, nil as NULL.
@@ -112,12 +106,9 @@ func scanRing(row scanner) (*device.Ring, error) {
 }
 
 // FindRings implements device.RingStore.
-func (s *Store) FindRings(ctx context.Context) ([]*device.Ring, error) {
-	rings, err := findRings(ctx, s.rq())
-	if err != nil {
-		return nil, fmt.Errorf("find rings: %w", err)
-	}
-	return rings, nil
+func (s *Store) FindRings(ctx context.Context) (_ []*device.Ring, err error) {
+	defer errs.Wrap(&err, "find rings")
+	return findRings(ctx, s.rq())
 }
 
 // sqlFindRings selects every ring in order.
@@ -128,12 +119,9 @@ func findRings(ctx context.Context, q querier) ([]*device.Ring, error) {
 }
 
 // FindRingByName implements device.RingStore.
-func (s *Store) FindRingByName(ctx context.Context, name string) (*device.Ring, error) {
-	r, err := findRing(ctx, s.rq(), name)
-	if err != nil {
-		return nil, fmt.Errorf("find ring %s: %w", name, err)
-	}
-	return r, nil
+func (s *Store) FindRingByName(ctx context.Context, name string) (_ *device.Ring, err error) {
+	defer errs.Wrap(&err, "find ring %s", name)
+	return findRing(ctx, s.rq(), name)
 }
 
 func findRing(ctx context.Context, q querier, name string) (*device.Ring, error) {
@@ -145,9 +133,10 @@ func findRing(ctx context.Context, q querier, name string) (*device.Ring, error)
 }
 
 // CreateRollout implements device.RolloutStore.
-func (s *Store) CreateRollout(ctx context.Context, r *device.Rollout) error {
+func (s *Store) CreateRollout(ctx context.Context, r *device.Rollout) (err error) {
+	defer errs.Wrap(&err, "create rollout %s", r.Name)
 	given := r.Rings
-	err := s.write(ctx, func(tx querier) error {
+	return s.write(ctx, func(tx querier) error {
 		r.Rings = given
 		all, err := findRings(ctx, tx)
 		if err != nil {
@@ -207,28 +196,22 @@ func (s *Store) CreateRollout(ctx context.Context, r *device.Rollout) error {
 		}
 		return s.insertRolloutAgents(ctx, tx, r.ID, r.Agents)
 	})
-	if err != nil {
-		return fmt.Errorf("create rollout %s: %w", r.Name, err)
-	}
-	return nil
 }
 
 // FindRolloutByID implements device.RolloutStore.
-func (s *Store) FindRolloutByID(ctx context.Context, id string) (*device.Rollout, error) {
-	r, err := findRollout(ctx, s.rq(), id, "")
-	if err != nil {
-		return nil, fmt.Errorf("find rollout %s: %w", id, err)
-	}
-	return r, nil
+func (s *Store) FindRolloutByID(ctx context.Context, id string) (_ *device.Rollout, err error) {
+	defer errs.Wrap(&err, "find rollout %s", id)
+	return findRollout(ctx, s.rq(), id, "")
 }
 
 // findRollout returns a rollout; lock is "" or a locking clause.
 func findRollout(ctx context.Context, q querier, id, lock string) (*device.Rollout, error) {
-	return findOne(ctx, q, scanRollouts, "rollout", id, `SELECT `+rolloutColumns+` FROM rollouts WHERE id = ? `+lock)
+	return findOne(ctx, q, scanRollout, "rollout", id, `SELECT `+rolloutColumns+` FROM rollouts WHERE id = ? `+lock)
 }
 
 // FindRollouts implements device.RolloutStore.
-func (s *Store) FindRollouts(ctx context.Context, f device.RolloutFilter) ([]*device.Rollout, error) {
+func (s *Store) FindRollouts(ctx context.Context, f device.RolloutFilter) (_ []*device.Rollout, err error) {
+	defer errs.Wrap(&err, "find rollouts")
 	var where []string
 	var a args
 	if f.State != "" {
@@ -245,15 +228,7 @@ func (s *Store) FindRollouts(ctx context.Context, f device.RolloutFilter) ([]*de
 	if f.Limit > 0 {
 		query += ` LIMIT ` + a.add(f.Limit)
 	}
-	rows, err := s.rq().Query(ctx, query, a...)
-	if err != nil {
-		return nil, fmt.Errorf("find rollouts: %w", err)
-	}
-	out, err := scanRollouts(rows)
-	if err != nil {
-		return nil, fmt.Errorf("find rollouts: %w", err)
-	}
-	return out, nil
+	return queryAll(ctx, s.rq(), scanRollout, query, a...)
 }
 
 // AdvanceRollout implements device.RolloutStore. It locks the rollout's
@@ -291,24 +266,11 @@ func (s *Store) AdvanceRollout(ctx context.Context, id string, a device.Advance)
 			}
 		}
 		next := r.NextRing()
-		rows, err := tx.Query(ctx, `SELECT id FROM agents WHERE ring = ? AND removed_at IS NULL
+		agents, err := queryAll(ctx, tx, scanString, `SELECT id FROM agents WHERE ring = ? AND removed_at IS NULL
 			AND (NOT EXISTS (SELECT 1 FROM rollout_agents WHERE rollout_id = ?)
 				OR id IN (SELECT agent_id FROM rollout_agents WHERE rollout_id = ?))
 			ORDER BY id`, next, r.ID, r.ID)
 		if err != nil {
-			return err
-		}
-		var agents []string
-		for rows.Next() {
-			var agentID string
-			if err := rows.Scan(&agentID); err != nil {
-				rows.Close()
-				return err
-			}
-			agents = append(agents, agentID)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
 			return err
 		}
 		for _, agentID := range agents {
@@ -357,34 +319,30 @@ func (s *Store) settleRollouts(ctx context.Context, tx querier, id string, now t
 }
 
 // RolloutProgress implements device.RolloutStore.
-func (s *Store) RolloutProgress(ctx context.Context, id string) ([]device.RingProgress, error) {
-	var out []device.RingProgress
-	err := s.read(ctx, func(tx querier) error {
+func (s *Store) RolloutProgress(ctx context.Context, id string) (_ []device.RingProgress, err error) {
+	defer errs.Wrap(&err, "rollout progress %s", id)
+	return readResult(ctx, s, func(tx querier) ([]device.RingProgress, error) {
 		r, err := findRollout(ctx, tx, id, "")
 		if err != nil {
-			return err
+			return nil, err
 		}
-		rows, err := tx.Query(ctx, `SELECT rollout_ring, state, count(*) FROM commands
-			WHERE rollout_id = ? GROUP BY rollout_ring, state`, r.ID)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
 		counts := map[string]map[device.CommandState]int{}
-		for rows.Next() {
+		err = eachRow(ctx, tx, func(row scanner) error {
 			var ring, state string
 			var n int
-			if err := rows.Scan(&ring, &state, &n); err != nil {
+			if err := row.Scan(&ring, &state, &n); err != nil {
 				return err
 			}
 			if counts[ring] == nil {
 				counts[ring] = map[device.CommandState]int{}
 			}
 			counts[ring][device.CommandState(state)] = n
+			return nil
+		}, `SELECT rollout_ring, state, count(*) FROM commands WHERE rollout_id = ? GROUP BY rollout_ring, state`, r.ID)
+		if err != nil {
+			return nil, err
 		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
+		var out []device.RingProgress
 		for i := 0; i <= r.RingIndex && i < len(r.Rings); i++ {
 			states := counts[r.Rings[i]]
 			if states == nil {
@@ -392,42 +350,34 @@ func (s *Store) RolloutProgress(ctx context.Context, id string) ([]device.RingPr
 			}
 			out = append(out, device.RingProgress{Ring: r.Rings[i], States: states})
 		}
-		return nil
+		return out, nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("rollout progress %s: %w", id, err)
-	}
-	return out, nil
 }
 
-func scanRollouts(rows *sql.Rows) ([]*device.Rollout, error) {
-	defer rows.Close()
-	var out []*device.Rollout
-	for rows.Next() {
-		var r device.Rollout
-		var kind, state, rings string
-		var params, policyID *string
-		var policyVersion *int
-		var created, updated int64
-		if err := rows.Scan(&r.ID, &r.Name, &kind, &params, &policyID, &policyVersion, &rings, &r.RingIndex,
-			&state, &r.CreatedBy, &created, &updated); err != nil {
-			return nil, err
-		}
-		r.Kind, r.State = device.CommandType(kind), device.RolloutState(state)
-		if params != nil {
-			r.Params = json.RawMessage(*params)
-		}
-		r.PolicyID = str(policyID)
-		if policyVersion != nil {
-			r.PolicyVersion = *policyVersion
-		}
-		if err := json.Unmarshal([]byte(rings), &r.Rings); err != nil {
-			return nil, fmt.Errorf("rollout %s rings: %w", r.ID, err)
-		}
-		r.CreatedAt, r.UpdatedAt = fromMS(created), fromMS(updated)
-		out = append(out, &r)
+// scanRollout reads the columns of rolloutColumns.
+func scanRollout(row scanner) (*device.Rollout, error) {
+	var r device.Rollout
+	var kind, state, rings string
+	var params, policyID *string
+	var policyVersion *int
+	var created, updated int64
+	if err := row.Scan(&r.ID, &r.Name, &kind, &params, &policyID, &policyVersion, &rings, &r.RingIndex,
+		&state, &r.CreatedBy, &created, &updated); err != nil {
+		return nil, err
 	}
-	return out, rows.Err()
+	r.Kind, r.State = device.CommandType(kind), device.RolloutState(state)
+	if params != nil {
+		r.Params = json.RawMessage(*params)
+	}
+	r.PolicyID = str(policyID)
+	if policyVersion != nil {
+		r.PolicyVersion = *policyVersion
+	}
+	if err := json.Unmarshal([]byte(rings), &r.Rings); err != nil {
+		return nil, fmt.Errorf("rollout %s rings: %w", r.ID, err)
+	}
+	r.CreatedAt, r.UpdatedAt = fromMS(created), fromMS(updated)
+	return &r, nil
 }
 
 // insertRolloutAgents stores the agents a rollout targets; none means

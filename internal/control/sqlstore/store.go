@@ -243,6 +243,29 @@ func (s *Store) read(ctx context.Context, fn func(tx querier) error) error {
 	return fn(&runner{raw: tx, tx: tx, d: s.d, stmts: s.preparedRead})
 }
 
+// writeResult is write of a transaction with a result, readResult read of
+// one: the result of fn's last run, the zero value with an error.
+func writeResult[T any](ctx context.Context, s *Store, fn func(tx querier) (T, error)) (T, error) {
+	return result(ctx, s.write, fn)
+}
+
+func readResult[T any](ctx context.Context, s *Store, fn func(tx querier) (T, error)) (T, error) {
+	return result(ctx, s.read, fn)
+}
+
+func result[T any](ctx context.Context, run func(context.Context, func(querier) error) error, fn func(tx querier) (T, error)) (T, error) {
+	var out T
+	err := run(ctx, func(tx querier) (err error) {
+		out, err = fn(tx)
+		return err
+	})
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return out, nil
+}
+
 // rq returns the querier of single reads and writes outside a transaction:
 // a write in one statement needs no transaction of its own.
 func (s *Store) rq() querier {
@@ -407,40 +430,51 @@ func (s *Store) insertRows(ctx context.Context, q querier, table, cols, conflict
 	return nil
 }
 
+// eachRow runs query and calls fn with each of its rows; an error of fn
+// ends the rows and is returned.
+func eachRow(ctx context.Context, q querier, fn func(scanner) error, query string, args ...any) error {
+	rows, err := q.Query(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
 // queryAll runs query and returns its rows as scan reads them.
 func queryAll[T any](ctx context.Context, q querier, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
-	rows, err := q.Query(ctx, query, args...)
+	var out []T
+	err := eachRow(ctx, q, func(row scanner) error {
+		v, err := scan(row)
+		out = append(out, v)
+		return err
+	}, query, args...)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // findOne returns the row of query (whose one argument is id) that scan
 // reads, and an error naming what when there is none.
-func findOne[T any](ctx context.Context, q querier, scan func(*sql.Rows) ([]T, error), what, id, query string) (T, error) {
-	var zero T
-	rows, err := q.Query(ctx, query, id)
-	if err != nil {
-		return zero, err
+func findOne[T any](ctx context.Context, q querier, scan func(scanner) (T, error), what, id, query string) (T, error) {
+	v, err := scan(q.QueryRow(ctx, query, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return v, notFound(what, id)
 	}
-	out, err := scan(rows)
-	if err != nil {
-		return zero, err
-	}
-	if len(out) == 0 {
-		return zero, notFound(what, id)
-	}
-	return out[0], nil
+	return v, err
+}
+
+// scanString reads a row of one text column.
+func scanString(row scanner) (string, error) {
+	var v string
+	err := row.Scan(&v)
+	return v, err
 }
 
 // rowsAffected returns the rows a statement changed.
