@@ -17,8 +17,7 @@ import (
 // write transaction, which begins IMMEDIATE, is that lock): appends from
 // every replica and process follow each other, so that each chains to the
 // one before and the chain never forks.
-func (s *Store) AppendAudit(ctx context.Context, e *audit.Entry) (err error) {
-	defer errs.Wrap(&err, "append audit entry %s", e.Action)
+func (s *Store) AppendAudit(ctx context.Context, e *audit.Entry) error {
 	// The entry is hashed as it is stored.
 	for _, f := range []*string{&e.Actor, &e.KeyID, &e.Action, &e.Method, &e.Path, &e.ClientAddress} {
 		*f = s.d.text(*f)
@@ -26,7 +25,7 @@ func (s *Store) AppendAudit(ctx context.Context, e *audit.Entry) (err error) {
 	if len(e.Details) > 0 {
 		e.Details = []byte(s.d.text(string(e.Details)))
 	}
-	return s.write(ctx, func(tx querier) error {
+	err := s.write(ctx, func(tx querier) error {
 		if err := s.lock(ctx, tx, auditLock, ""); err != nil {
 			return err
 		}
@@ -41,6 +40,12 @@ func (s *Store) AppendAudit(ctx context.Context, e *audit.Entry) (err error) {
 			nullBytes(e.Details), e.PrevHash, e.Hash)
 		return err
 	})
+	if err != nil {
+		// Not a deferred errs.Wrap, whose arguments would cost an
+		// allocation on every request.
+		return fmt.Errorf("append audit entry %s: %w", e.Action, err)
+	}
+	return nil
 }
 
 // The statements of an append: every API request appends.

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"database/sql"
 
@@ -80,8 +81,17 @@ type checkInResult struct {
 }
 
 // CheckIn implements device.AgentStore.
-func (s *Store) CheckIn(ctx context.Context, id string, c device.CheckIn) (_ []*device.Command, err error) {
-	defer errs.Wrap(&err, "check in agent %s", id)
+func (s *Store) CheckIn(ctx context.Context, id string, c device.CheckIn) ([]*device.Command, error) {
+	cmds, err := s.checkIn(ctx, id, c)
+	if err != nil {
+		// Wrapped here, not by a deferred errs.Wrap, whose arguments
+		// would cost an allocation on every check-in.
+		return nil, fmt.Errorf("check in agent %s: %w", id, err)
+	}
+	return cmds, nil
+}
+
+func (s *Store) checkIn(ctx context.Context, id string, c device.CheckIn) ([]*device.Command, error) {
 	ips, inv, applied, err := agentJSON(c.IPs, c.Inventory, c.AppliedPolicies)
 	if err != nil {
 		return nil, err

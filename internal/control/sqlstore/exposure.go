@@ -90,10 +90,9 @@ var exposureQueries = []string{
 // PutExposure implements exposure.Store. It keeps the per-CVE counts of
 // cve_exposure and cve_fixes in the same transaction, under a lock of the
 // agent so that two replicas evaluating it do not count it twice.
-func (s *Store) PutExposure(ctx context.Context, agentID, token string, keys []string, findings []exposure.Finding) (err error) {
+func (s *Store) PutExposure(ctx context.Context, agentID, token string, keys []string, findings []exposure.Finding) error {
 	agentID = s.d.text(agentID)
-	defer errs.Wrap(&err, "store exposure of agent %s", agentID)
-	return s.write(ctx, func(tx querier) error {
+	err := s.write(ctx, func(tx querier) error {
 		if err := s.lock(ctx, tx, exposureLock, agentID); err != nil {
 			return err
 		}
@@ -157,6 +156,10 @@ func (s *Store) PutExposure(ctx context.Context, agentID, token string, keys []s
 		_, err = tx.Exec(qctx, sqlDequeueExposure, agentID, token)
 		return err
 	})
+	if err != nil {
+		return fmt.Errorf("store exposure of agent %s: %w", agentID, err)
+	}
+	return nil
 }
 
 // cleanFinding makes the text of a finding storable, so that the fixes
