@@ -93,7 +93,7 @@ const policySelect = `SELECT p.id, p.name, p.version, v.settings, v.created_by, 
 	FROM policies p JOIN policy_versions v ON v.policy_id = p.id AND v.version = p.version`
 
 // scanPolicy scans a row of policySelect.
-func scanPolicy(row interface{ Scan(dest ...any) error }) (*device.Policy, error) {
+func scanPolicy(row scanner) (*device.Policy, error) {
 	var p device.Policy
 	var settings string
 	var created, updated int64

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"strings"
 
@@ -26,60 +27,33 @@ func (s *Store) dumpTable(ctx context.Context, tx querier, t *control.Table, fn 
 	if t.Name == "commands" {
 		order = s.d.queueOrder // the order they were queued in
 	}
-	rows, err := tx.Query(ctx, `SELECT `+t.ColumnNames()+` FROM `+t.Name+` ORDER BY `+order)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
+	// Each column scans into the sql.Null of its kind, whose Value is the
+	// column's value, nil for NULL; bytes are scanned into a copy.
 	dst := make([]any, len(t.Columns))
 	for i, c := range t.Columns {
 		switch c.Kind {
 		case control.Text:
-			dst[i] = new(*string)
+			dst[i] = new(sql.Null[string])
 		case control.Int:
-			dst[i] = new(*int64)
+			dst[i] = new(sql.Null[int64])
 		case control.Float:
-			dst[i] = new(*float64)
+			dst[i] = new(sql.Null[float64])
 		case control.Bool:
-			dst[i] = new(*bool)
+			dst[i] = new(sql.Null[bool])
 		case control.Bytes:
-			dst[i] = new([]byte)
+			dst[i] = new(sql.Null[[]byte])
 		}
 	}
-	for rows.Next() {
-		if err := rows.Scan(dst...); err != nil {
+	return eachRow(ctx, tx, func(r scanner) error {
+		if err := r.Scan(dst...); err != nil {
 			return err
 		}
 		row := make([]any, len(dst))
 		for i, d := range dst {
-			switch v := d.(type) {
-			case **string:
-				if *v != nil {
-					row[i] = **v
-				}
-			case **int64:
-				if *v != nil {
-					row[i] = **v
-				}
-			case **float64:
-				if *v != nil {
-					row[i] = **v
-				}
-			case **bool:
-				if *v != nil {
-					row[i] = **v
-				}
-			case *[]byte:
-				if *v != nil {
-					row[i] = append([]byte{}, *v...)
-				}
-			}
+			row[i], _ = d.(driver.Valuer).Value()
 		}
-		if err := fn(t, row); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+		return fn(t, row)
+	}, `SELECT `+t.ColumnNames()+` FROM `+t.Name+` ORDER BY `+order)
 }
 
 // LoadTables implements control.Copier, in one transaction.
