@@ -53,20 +53,15 @@ func dump(ctx context.Context, tx *sql.Tx, to DumpTarget) error {
 	if err != nil {
 		return fmt.Errorf("dump facts: %w", err)
 	}
-	err = EachRow(ctx, tx, `SELECT body FROM lifecycles ORDER BY product, cycle`, func(rows *sql.Rows) error {
-		var body []byte
-		if err := rows.Scan(&body); err != nil {
-			return err
-		}
-		var l cve.Lifecycle
-		if err := json.Unmarshal(body, &l); err != nil {
-			return fmt.Errorf("decode lifecycle: %w", err)
-		}
-		_, err := to.PutLifecycle(ctx, &l)
-		return err
-	})
+	// The lifecycles are few: Lifecycles reads them all at once.
+	lifecycles, err := (&SQLTx{Tx: tx}).Lifecycles(ctx)
 	if err != nil {
 		return fmt.Errorf("dump lifecycles: %w", err)
+	}
+	for i := range lifecycles {
+		if _, err := to.PutLifecycle(ctx, &lifecycles[i]); err != nil {
+			return fmt.Errorf("dump lifecycles: %w", err)
+		}
 	}
 	err = EachRow(ctx, tx, `SELECT key, cve_id, rejected, severity, cvss, cvss_version, epss, is_kev, has_fix,
 		published, modified, hash, body FROM records ORDER BY key`, func(rows *sql.Rows) error {

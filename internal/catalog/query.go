@@ -110,42 +110,6 @@ type Rows interface {
 	Err() error
 }
 
-// ScanLifecycles decodes rows of one column, the stored body of a
-// lifecycle.
-func ScanLifecycles(rows Rows) ([]cve.Lifecycle, error) {
-	var out []cve.Lifecycle
-	for rows.Next() {
-		var body []byte
-		if err := rows.Scan(&body); err != nil {
-			return nil, err
-		}
-		var l cve.Lifecycle
-		if err := json.Unmarshal(body, &l); err != nil {
-			return nil, fmt.Errorf("decode lifecycle: %w", err)
-		}
-		out = append(out, l)
-	}
-	return out, rows.Err()
-}
-
-// ScanFacts decodes rows of one column, the stored body of facts of the
-// CVE of key.
-func ScanFacts(rows Rows, key int64) ([]cve.Facts, error) {
-	var out []cve.Facts
-	for rows.Next() {
-		var body []byte
-		if err := rows.Scan(&body); err != nil {
-			return nil, err
-		}
-		var f cve.Facts
-		if err := json.Unmarshal(body, &f); err != nil {
-			return nil, fmt.Errorf("decode facts of %s: %w", cve.IDOfKey(key), err)
-		}
-		out = append(out, f)
-	}
-	return out, rows.Err()
-}
-
 // ScanKeyedBodies reads rows of a key and a body, ordered by key, into
 // out[i] for the rows of keys[i]; keys are ascending, and rows of other
 // keys are passed over.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/patchline/patchline/internal/cve"
+	"github.com/patchline/patchline/internal/errs"
 )
 
 // SQLReads implements the reads that both stores make alike, once, over
@@ -28,24 +29,15 @@ var _ cve.SourceCatalog = (*SQLReads)(nil)
 // run.
 func (s *SQLReads) Generation(ctx context.Context) (int64, error) {
 	var id int64
-	if err := s.DB.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM ingest_runs`).Scan(&id); err != nil {
-		return 0, fmt.Errorf("catalog generation: %w", err)
-	}
-	return id, nil
+	err := s.DB.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM ingest_runs`).Scan(&id)
+	return id, errs.Wrapf(err, "catalog generation")
 }
 
 // SourceRecords implements cve.SourceCatalog.
-func (s *SQLReads) SourceRecords(ctx context.Context) ([]cve.SourceRecords, error) {
-	out, err := s.sourceRecords(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("count records by source: %w", err)
-	}
-	return out, nil
-}
-
-func (s *SQLReads) sourceRecords(ctx context.Context) ([]cve.SourceRecords, error) {
+func (s *SQLReads) SourceRecords(ctx context.Context) (_ []cve.SourceRecords, err error) {
+	defer errs.Wrap(&err, "count records by source")
 	feeds := map[string]int{}
-	err := EachRow(ctx, s.DB, FeedRecordsSQL, func(rows *sql.Rows) error {
+	err = EachRow(ctx, s.DB, FeedRecordsSQL, func(rows *sql.Rows) error {
 		var feed string
 		var n int
 		err := rows.Scan(&feed, &n)

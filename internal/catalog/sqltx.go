@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/patchline/patchline/internal/cve"
 )
@@ -52,22 +53,38 @@ func (t *SQLTx) PutLifecycle(ctx context.Context, l *cve.Lifecycle) (Change, err
 
 // Facts implements Tx.
 func (t *SQLTx) Facts(ctx context.Context, key int64) ([]cve.Facts, error) {
-	rows, err := t.Tx.QueryContext(ctx, `SELECT body FROM facts WHERE key = $1 ORDER BY feed, doc`, key)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	return ScanFacts(rows, key)
+	var out []cve.Facts
+	err := EachRow(ctx, t.Tx, `SELECT body FROM facts WHERE key = $1 ORDER BY feed, doc`, func(rows *sql.Rows) error {
+		var body []byte
+		if err := rows.Scan(&body); err != nil {
+			return err
+		}
+		var f cve.Facts
+		if err := json.Unmarshal(body, &f); err != nil {
+			return fmt.Errorf("decode facts of %s: %w", cve.IDOfKey(key), err)
+		}
+		out = append(out, f)
+		return nil
+	}, key)
+	return out, err
 }
 
 // Lifecycles implements Tx.
 func (t *SQLTx) Lifecycles(ctx context.Context) ([]cve.Lifecycle, error) {
-	rows, err := t.Tx.QueryContext(ctx, `SELECT body FROM lifecycles ORDER BY product, cycle`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	return ScanLifecycles(rows)
+	var out []cve.Lifecycle
+	err := EachRow(ctx, t.Tx, `SELECT body FROM lifecycles ORDER BY product, cycle`, func(rows *sql.Rows) error {
+		var body []byte
+		if err := rows.Scan(&body); err != nil {
+			return err
+		}
+		var l cve.Lifecycle
+		if err := json.Unmarshal(body, &l); err != nil {
+			return fmt.Errorf("decode lifecycle: %w", err)
+		}
+		out = append(out, l)
+		return nil
+	})
+	return out, err
 }
 
 // KeysWithAtoms implements Tx.

@@ -83,24 +83,17 @@ func (s *SQLSyncStates) PutSyncState(ctx context.Context, st SyncState) error {
 }
 
 // ListSyncStates implements SyncStates.
-func (s *SQLSyncStates) ListSyncStates(ctx context.Context) ([]SyncState, error) {
-	rows, err := s.Read.QueryContext(ctx, `SELECT `+SyncColumns+` FROM sync_state WHERE source <> $1 ORDER BY source`, leaseRow)
-	if err != nil {
-		return nil, fmt.Errorf("list sync states: %w", err)
-	}
-	defer rows.Close()
-	var out []SyncState
-	for rows.Next() {
+func (s *SQLSyncStates) ListSyncStates(ctx context.Context) (out []SyncState, err error) {
+	defer errs.Wrap(&err, "list sync states")
+	err = EachRow(ctx, s.Read, `SELECT `+SyncColumns+` FROM sync_state WHERE source <> $1 ORDER BY source`, func(rows *sql.Rows) error {
 		st, err := ScanSyncState(rows)
 		if err != nil {
-			return nil, fmt.Errorf("list sync states: %w", err)
+			return err
 		}
 		out = append(out, st)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list sync states: %w", err)
-	}
-	return out, nil
+		return nil
+	}, leaseRow)
+	return out, err
 }
 
 // AcquireSyncLease implements SyncStates.
@@ -136,8 +129,5 @@ func (s *SQLSyncStates) AcquireSyncLease(ctx context.Context, holder string, now
 // ReleaseSyncLease implements SyncStates.
 func (s *SQLSyncStates) ReleaseSyncLease(ctx context.Context, holder string) error {
 	_, err := s.write(ctx, `UPDATE sync_state SET holder = '', lease_expires = 0 WHERE source = $1 AND holder = $2`, leaseRow, s.text(holder))
-	if err != nil {
-		return fmt.Errorf("release sync lease: %w", err)
-	}
-	return nil
+	return errs.Wrapf(err, "release sync lease")
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/patchline/patchline/internal/catalog"
 	"github.com/patchline/patchline/internal/cve"
+	"github.com/patchline/patchline/internal/errs"
 )
 
 // Begin implements catalog.Store. The transaction first takes the ingest
@@ -38,10 +39,7 @@ type writeTx struct {
 // Commit implements catalog.Tx. It fails once the context of Begin is
 // done.
 func (t *writeTx) Commit() error {
-	if err := t.tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
+	return errs.Wrapf(t.tx.Commit(), "commit")
 }
 
 // Rollback implements catalog.Tx: it ends the transaction, if Commit did
@@ -96,23 +94,19 @@ func (t *writeTx) PutFactsJSON(ctx context.Context, facts []catalog.EncodedFacts
 	for i := range out {
 		out[i] = catalog.Added
 	}
-	rows, err := t.tx.QueryContext(ctx, putFacts, keys, feeds, docs, bodies)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
+	err := catalog.EachRow(ctx, t.tx, putFacts, func(rows *sql.Rows) error {
 		var n int64
 		var same bool
 		if err := rows.Scan(&n, &same); err != nil {
-			return nil, err
+			return err
 		}
 		out[n-1] = catalog.Changed
 		if same {
 			out[n-1] = catalog.Unchanged
 		}
-	}
-	return out, rows.Err()
+		return nil
+	}, keys, feeds, docs, bodies)
+	return out, err
 }
 
 // RecordState implements catalog.Tx.
@@ -127,18 +121,13 @@ func (t *writeTx) RecordState(ctx context.Context, key int64) ([]byte, int64, bo
 // RecordStates is RecordState for each of keys (ascending), in one round
 // trip.
 func (t *writeTx) RecordStates(ctx context.Context, keys []int64) ([]catalog.RecordState, error) {
-	rows, err := t.tx.QueryContext(ctx, `SELECT key, hash, modified FROM records WHERE key = ANY($1) ORDER BY key`, keys)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	out := make([]catalog.RecordState, len(keys))
 	i := 0
-	for rows.Next() {
+	err := catalog.EachRow(ctx, t.tx, `SELECT key, hash, modified FROM records WHERE key = ANY($1) ORDER BY key`, func(rows *sql.Rows) error {
 		var key int64
 		var st catalog.RecordState
 		if err := rows.Scan(&key, &st.Hash, &st.Modified); err != nil {
-			return nil, err
+			return err
 		}
 		for i < len(keys) && keys[i] < key {
 			i++
@@ -147,8 +136,9 @@ func (t *writeTx) RecordStates(ctx context.Context, keys []int64) ([]catalog.Rec
 			st.Exists = true
 			out[i] = st
 		}
-	}
-	return out, rows.Err()
+		return nil
+	}, keys)
+	return out, err
 }
 
 // FactsJSON returns the stored facts of each of keys (ascending),

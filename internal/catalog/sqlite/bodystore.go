@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/patchline/patchline/internal/catalog"
 	"github.com/patchline/patchline/internal/catalog/segments"
 )
 
@@ -224,12 +225,7 @@ func (d *DB) writeDelta(ctx context.Context, dir string, from, to int64, touched
 func (d *DB) writeBase(ctx context.Context, dir string) error {
 	return d.inSnapshot(ctx, func(tx *sql.Tx, gen int64) error {
 		return segments.WriteBase(dir, gen, func(put segments.Put) error {
-			rows, err := tx.QueryContext(ctx, `SELECT key, body FROM records ORDER BY key`)
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			for rows.Next() {
+			return catalog.EachRow(ctx, tx, `SELECT key, body FROM records ORDER BY key`, func(rows *sql.Rows) error {
 				var k int64
 				var body sql.RawBytes
 				if err := rows.Scan(&k, &body); err != nil {
@@ -238,11 +234,8 @@ func (d *DB) writeBase(ctx context.Context, dir string) error {
 				if body == nil {
 					body = sql.RawBytes{}
 				}
-				if err := put(k, body); err != nil {
-					return err
-				}
-			}
-			return rows.Err()
+				return put(k, body)
+			})
 		})
 	})
 }

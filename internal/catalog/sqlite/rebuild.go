@@ -144,23 +144,18 @@ func (rb *rebuild) open(ctx context.Context) (*sql.Tx, error) {
 		return nil, err
 	}
 	rb.build = build
-	rows, err := build.Write.QueryContext(ctx, `SELECT name, sql FROM sqlite_schema
-		WHERE type = 'index' AND tbl_name = 'records' AND sql IS NOT NULL ORDER BY name`)
-	if err != nil {
-		return nil, err
-	}
 	var names []string
-	for rows.Next() {
+	err = catalog.EachRow(ctx, build.Write, `SELECT name, sql FROM sqlite_schema
+		WHERE type = 'index' AND tbl_name = 'records' AND sql IS NOT NULL ORDER BY name`, func(rows *sql.Rows) error {
 		var name, stmt string
 		if err := rows.Scan(&name, &stmt); err != nil {
-			rows.Close()
-			return nil, err
+			return err
 		}
 		names = append(names, name)
 		rb.indexes = append(rb.indexes, stmt)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	for _, name := range names {
@@ -342,23 +337,18 @@ func copyInto(ctx context.Context, w *sql.DB, build string) (err error) {
 	}
 	// Every table but the full-text index itself, whose tables (its
 	// shadow tables) are copied as they are; schema_migrations is the same.
-	rows, err := tx.QueryContext(ctx, `SELECT name FROM build.sqlite_schema
-		WHERE type = 'table' AND name NOT LIKE 'sqlite\_%' ESCAPE '\' AND name <> 'schema_migrations'
-		AND sql NOT LIKE 'CREATE VIRTUAL TABLE%' ORDER BY name`)
-	if err != nil {
-		return err
-	}
 	var tables []string
-	for rows.Next() {
+	err = catalog.EachRow(ctx, tx, `SELECT name FROM build.sqlite_schema
+		WHERE type = 'table' AND name NOT LIKE 'sqlite\_%' ESCAPE '\' AND name <> 'schema_migrations'
+		AND sql NOT LIKE 'CREATE VIRTUAL TABLE%' ORDER BY name`, func(rows *sql.Rows) error {
 		var name string
 		if err := rows.Scan(&name); err != nil {
-			rows.Close()
 			return err
 		}
 		tables = append(tables, name)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	if !slices.Contains(tables, "records") {
