@@ -10,6 +10,7 @@ import (
 	"github.com/patchline/patchline/internal/catalog/sqlite"
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/ingest"
+	"github.com/patchline/patchline/internal/pgdb"
 	"github.com/patchline/patchline/internal/sqlitedb"
 )
 
@@ -31,7 +32,7 @@ var (
 // openCatalogDSN opens the catalog store a DSN names: PostgreSQL for a
 // postgres:// or postgresql:// URL, SQLite for a path or sqlite:PATH.
 func openCatalogDSN(ctx context.Context, dsn string) (catalogStore, error) {
-	if postgres.IsDSN(dsn) {
+	if pgdb.IsDSN(dsn) {
 		return postgres.Open(ctx, dsn)
 	}
 	path, ok := sqlitedb.PathOf(dsn)

@@ -25,6 +25,7 @@ import (
 	"github.com/patchline/patchline/internal/controlapi"
 	"github.com/patchline/patchline/internal/exposure"
 	"github.com/patchline/patchline/internal/httpx"
+	"github.com/patchline/patchline/internal/pgdb"
 	"github.com/patchline/patchline/internal/ratelimit"
 	"github.com/patchline/patchline/internal/sqlitedb"
 	"github.com/patchline/patchline/internal/wakeup"
@@ -43,7 +44,7 @@ func (m *Main) openControl(ctx context.Context) (http.Handler, error) {
 	// or, on PostgreSQL, on every replica's.
 	m.wakeup = wakeup.NewHub(0)
 	var bell wakeup.Bell = m.wakeup
-	if sqlstore.IsPostgresDSN(m.Config.ControlDB) {
+	if pgdb.IsDSN(m.Config.ControlDB) {
 		pb, err := wakeup.NewPGBell(ctx, m.Config.ControlDB, m.wakeup, m.Logger.With("service", "control"))
 		if err != nil {
 			return nil, err
@@ -159,7 +160,7 @@ func expireCommands(ctx context.Context, store control.Store, logger *slog.Logge
 // postgres:// or postgresql:// URL, else SQLite for a file path or
 // sqlite:PATH.
 func openControlStore(ctx context.Context, dsn string) (control.Store, error) {
-	if sqlstore.IsPostgresDSN(dsn) {
+	if pgdb.IsDSN(dsn) {
 		s, err := sqlstore.OpenPostgres(ctx, dsn)
 		if err != nil {
 			return nil, fmt.Errorf("control store %s: %w", redactDSN(dsn), err)

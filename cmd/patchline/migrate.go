@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/patchline/patchline/internal/catalog"
-	"github.com/patchline/patchline/internal/catalog/postgres"
 	"github.com/patchline/patchline/internal/control"
 	"github.com/patchline/patchline/internal/cve"
+	"github.com/patchline/patchline/internal/pgdb"
 	"github.com/patchline/patchline/internal/sqlitedb"
 )
 
@@ -63,7 +63,7 @@ func runMigrate(ctx context.Context, env *Env, args []string) error {
 // times as they are, in one transaction of the target, so that the audit
 // chain verifies and keys and agent credentials authenticate on the copy.
 func migrateControl(ctx context.Context, env *Env, from, to string) error {
-	if path, ok := sqlitedb.PathOf(from); ok && !postgres.IsDSN(from) {
+	if path, ok := sqlitedb.PathOf(from); ok && !pgdb.IsDSN(from) {
 		if _, err := os.Stat(path); err != nil {
 			return fmt.Errorf("source control store: %w", err)
 		}
@@ -97,7 +97,7 @@ func migrateControl(ctx context.Context, env *Env, from, to string) error {
 // writes everything but the sync states in one transaction, so that a
 // failed copy leaves the target empty, and then compares the stats of both.
 func migrateCatalog(ctx context.Context, env *Env, from, to string) error {
-	if path, ok := sqlitedb.PathOf(from); ok && !postgres.IsDSN(from) {
+	if path, ok := sqlitedb.PathOf(from); ok && !pgdb.IsDSN(from) {
 		if _, err := os.Stat(path); err != nil {
 			return fmt.Errorf("source catalog: %w", err)
 		}
@@ -216,7 +216,7 @@ func (c *catalogCopy) PutSyncState(ctx context.Context, s catalog.SyncState) err
 
 // redactDSN returns dsn with the password of a URL replaced by xxxxx.
 func redactDSN(dsn string) string {
-	if !postgres.IsDSN(dsn) {
+	if !pgdb.IsDSN(dsn) {
 		return dsn
 	}
 	u, err := url.Parse(dsn)

@@ -32,8 +32,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -41,13 +39,8 @@ import (
 
 	"github.com/patchline/patchline/internal/catalog"
 	"github.com/patchline/patchline/internal/cve"
+	"github.com/patchline/patchline/internal/pgdb"
 )
-
-// DefaultMaxConns is the size of the connection pool of a DSN that does not
-// set pool_max_conns. A bulk download holds a connection for as long as it
-// streams, so the pool is larger than pgxpool's default of the number of
-// CPUs.
-const DefaultMaxConns = 16
 
 // DB is the catalog on PostgreSQL.
 type DB struct {
@@ -64,37 +57,15 @@ var (
 	_ cve.SourceCatalog = (*DB)(nil)
 )
 
-// IsDSN reports whether dsn names a PostgreSQL database: a postgres:// or
-// postgresql:// URL.
-func IsDSN(dsn string) bool {
-	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
-}
-
 // Open connects to the database that dsn names and applies the migrations
-// it lacks. The DSN takes libpq's parameters (sslmode, search_path ...) and
-// pgxpool's (pool_max_conns ...).
+// it lacks (pgdb.Open).
 func Open(ctx context.Context, dsn string) (*DB, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
+	pool, err := pgdb.Open(ctx, dsn, migrations)
 	if err != nil {
-		return nil, fmt.Errorf("open catalog: %w", err)
-	}
-	if !strings.Contains(dsn, "pool_max_conns") {
-		cfg.MaxConns = DefaultMaxConns
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("open catalog: %w", err)
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("open catalog: %w", err)
-	}
-	if err := migrate(ctx, pool); err != nil {
-		pool.Close()
 		return nil, fmt.Errorf("open catalog: %w", err)
 	}
 	sqldb := stdlib.OpenDBFromPool(pool)
-	return &DB{pool: pool, SQLSyncStates: &catalog.SQLSyncStates{Read: sqldb, Write: sqldb, Text: pgText},
+	return &DB{pool: pool, SQLSyncStates: &catalog.SQLSyncStates{Read: sqldb, Write: sqldb, Text: pgdb.Text},
 		SQLReads: &catalog.SQLReads{DB: sqldb, Snapshot: &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}}}, nil
 }
 
@@ -163,15 +134,4 @@ func (d *DB) Walk(ctx context.Context, after string, fn func(cve.Summary) error)
 // Stats implements cve.Catalog.
 func (d *DB) Stats(ctx context.Context) (cve.Stats, error) {
 	return d.CountStats(ctx)
-}
-
-// pgText returns s as PostgreSQL's text takes it: valid UTF-8 without NUL
-// bytes, each byte it cannot hold replaced by U+FFFD. SQLite stores any
-// string; a store of PostgreSQL must not fail on a name or an error message
-// that an upstream made that way.
-func pgText(s string) string {
-	if utf8.ValidString(s) && !strings.Contains(s, "\x00") {
-		return s
-	}
-	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }

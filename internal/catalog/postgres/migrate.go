@@ -1,13 +1,10 @@
 package postgres
 
 import (
-	"context"
 	"embed"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/patchline/patchline/internal/pgmigrate"
+	"github.com/patchline/patchline/internal/pgdb"
 )
 
 //go:embed migrations/*.sql
@@ -22,15 +19,10 @@ const (
 	ingestLock int64 = 0x70617463686c6e02
 )
 
-// migrationsTable records the applied migrations. It is named after the
-// store, so that the catalog and the control store may share a database.
-const migrationsTable = "catalog_migrations"
-
-// migrate applies the embedded migrations that the database lacks
-// (pgmigrate.Apply), recording them with Unix seconds.
-func migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	return pgmigrate.Apply(ctx, pool, pgmigrate.Set{
-		Files: migrationFiles, Dir: "migrations", Table: migrationsTable, Lock: migrationLock,
-		Applied: func() int64 { return time.Now().Unix() },
-	})
+// migrations are the catalog's, recorded in a table named after the store
+// (so that the catalog and the control store may share a database) with
+// Unix seconds.
+var migrations = pgdb.Migrations{
+	Files: migrationFiles, Dir: "migrations", Table: "catalog_migrations", Lock: migrationLock,
+	Applied: func() int64 { return time.Now().Unix() },
 }

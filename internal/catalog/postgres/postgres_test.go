@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -113,7 +112,7 @@ func TestConcurrentOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := db.pool.Query(context.Background(), `SELECT name FROM `+migrationsTable+` ORDER BY name`)
+	rows, err := db.pool.Query(context.Background(), `SELECT name FROM `+migrations.Table+` ORDER BY name`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,24 +432,6 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
-}
-
-// TestDSN checks which DSNs name a PostgreSQL database.
-func TestDSN(t *testing.T) {
-	for dsn, want := range map[string]bool{
-		"postgres://u@h/db":   true,
-		"postgresql://u@h/db": true,
-		"sqlite:catalog.db":   false,
-		"catalog.db":          false,
-		"/var/lib/postgres":   false,
-	} {
-		if got := IsDSN(dsn); got != want {
-			t.Errorf("IsDSN(%q) = %v", dsn, got)
-		}
-	}
-	if _, err := url.Parse("postgres://u@h/db"); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestTextPostgresCannotHold stores strings with NUL bytes and invalid

@@ -49,7 +49,7 @@ func TestSchemasMeanTheSame(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pg, err := sqlschema.Postgres(ctx, pgdb.SQLReads.DB, migrationsTable)
+	pg, err := sqlschema.Postgres(ctx, pgdb.SQLReads.DB, migrations.Table)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/patchline/patchline/internal/catalog"
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/errs"
+	"github.com/patchline/patchline/internal/pgdb"
 )
 
 // Begin implements catalog.Store. The transaction first takes the ingest
@@ -25,7 +26,7 @@ func (d *DB) Begin(ctx context.Context) (catalog.Tx, error) {
 		tx.Rollback()
 		return nil, fmt.Errorf("begin ingest: wait for the ingest lock: %w", err)
 	}
-	return &writeTx{SQLTx: &catalog.SQLTx{Tx: tx, Text: pgText}, tx: tx}, nil
+	return &writeTx{SQLTx: &catalog.SQLTx{Tx: tx, Text: pgdb.Text}, tx: tx}, nil
 }
 
 // writeTx is a catalog.Tx: a database/sql transaction, which database/sql
@@ -88,7 +89,7 @@ func (t *writeTx) PutFactsJSON(ctx context.Context, facts []catalog.EncodedFacts
 	docs := make([]string, len(facts))
 	bodies := make([][]byte, len(facts))
 	for i, f := range facts {
-		keys[i], feeds[i], docs[i], bodies[i] = f.Key, pgText(f.Feed), pgText(f.Doc), f.Body
+		keys[i], feeds[i], docs[i], bodies[i] = f.Key, pgdb.Text(f.Feed), pgdb.Text(f.Doc), f.Body
 	}
 	out := make([]catalog.Change, len(facts))
 	for i := range out {

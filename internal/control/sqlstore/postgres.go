@@ -11,30 +11,22 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/patchline/patchline/internal/pgmigrate"
+	"github.com/patchline/patchline/internal/pgdb"
 )
 
 //go:embed migrations/postgres/*.sql
-var postgresMigrations embed.FS
+var postgresMigrationFiles embed.FS
 
-// postgresMigrationsTable records the applied migrations, named after the
-// store so that the catalog and the control store may share a database.
-const postgresMigrationsTable = "control_migrations"
-
-// DefaultMaxConns is the size of the connection pool of a PostgreSQL DSN
-// that does not set pool_max_conns.
-const DefaultMaxConns = 16
-
-// IsPostgresDSN reports whether dsn names a PostgreSQL database: a
-// postgres:// or postgresql:// URL.
-func IsPostgresDSN(dsn string) bool {
-	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+// postgresMigrations are the control store's, recorded in a table named
+// after the store (so that the catalog and the control store may share a
+// database) with Unix milliseconds.
+var postgresMigrations = pgdb.Migrations{
+	Files: postgresMigrationFiles, Dir: "migrations/postgres", Table: "control_migrations", Lock: migrationLock,
+	Applied: func() int64 { return time.Now().UnixMilli() },
 }
 
 // postgresDialect is PostgreSQL's: replicas share the database, so writes
@@ -42,7 +34,7 @@ func IsPostgresDSN(dsn string) bool {
 var postgresDialect = &dialect{
 	rebind:     rebindCached,
 	arg:        pgArg,
-	text:       pgText,
+	text:       pgdb.Text,
 	lockRow:    "FOR NO KEY UPDATE",
 	skipLocked: "FOR UPDATE SKIP LOCKED",
 	ilike:      "ILIKE",
@@ -84,27 +76,8 @@ var postgresDialect = &dialect{
 // sessions are read from the database on every request, whichever replica
 // serves it.
 func OpenPostgres(ctx context.Context, dsn string) (*Store, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
+	pool, err := pgdb.Open(ctx, dsn, postgresMigrations)
 	if err != nil {
-		return nil, fmt.Errorf("open control store: %w", err)
-	}
-	if !strings.Contains(dsn, "pool_max_conns") {
-		cfg.MaxConns = DefaultMaxConns
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("open control store: %w", err)
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("open control store: %w", err)
-	}
-	err = pgmigrate.Apply(ctx, pool, pgmigrate.Set{
-		Files: postgresMigrations, Dir: "migrations/postgres", Table: postgresMigrationsTable, Lock: migrationLock,
-		Applied: func() int64 { return time.Now().UnixMilli() },
-	})
-	if err != nil {
-		pool.Close()
 		return nil, fmt.Errorf("open control store: %w", err)
 	}
 	db := stdlib.OpenDBFromPool(pool)
@@ -152,21 +125,12 @@ func rebindCached(query string) string {
 func pgArg(v any) any {
 	switch v := v.(type) {
 	case string:
-		return pgText(v)
+		return pgdb.Text(v)
 	case *string:
 		if v != nil {
-			t := pgText(*v)
+			t := pgdb.Text(*v)
 			return &t
 		}
 	}
 	return v
-}
-
-// pgText returns s as PostgreSQL's text takes it: valid UTF-8 without NUL
-// bytes, each byte it cannot hold replaced by U+FFFD.
-func pgText(s string) string {
-	if utf8.ValidString(s) && !strings.Contains(s, "\x00") {
-		return s
-	}
-	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }

@@ -38,7 +38,7 @@ func TestSchemasMeanTheSame(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pg, err := sqlschema.Postgres(ctx, mustOpenPostgres(t).db, postgresMigrationsTable)
+	pg, err := sqlschema.Postgres(ctx, mustOpenPostgres(t).db, postgresMigrations.Table)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -149,10 +149,10 @@ func TestOpenPostgresReplicas(t *testing.T) {
 	}
 	s := mustOpenDSN(t, dsn)
 	var n int
-	if err := s.db.QueryRow(`SELECT count(*) FROM ` + postgresMigrationsTable).Scan(&n); err != nil {
+	if err := s.db.QueryRow(`SELECT count(*) FROM ` + postgresMigrations.Table).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
-	names, _ := postgresMigrations.ReadDir("migrations/postgres")
+	names, _ := postgresMigrationFiles.ReadDir("migrations/postgres")
 	if n != len(names) {
 		t.Errorf("%d migrations recorded, want %d", n, len(names))
 	}

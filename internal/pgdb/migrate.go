@@ -1,9 +1,4 @@
-// Package pgmigrate applies the embedded schema migrations of a Patchline
-// store on PostgreSQL. Each store records its migrations in a table of its
-// own and serializes them with an advisory lock of its own, so that the
-// catalog and the control store may share a database and replicas that
-// start at once apply each migration once.
-package pgmigrate
+package pgdb
 
 import (
 	"context"
@@ -16,8 +11,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Set is the migrations of one store.
-type Set struct {
+// Migrations are the schema migrations of one store. Each store records
+// its migrations in a table of its own and serializes them with an
+// advisory lock of its own, so that the catalog and the control store may
+// share a database and replicas that start at once apply each migration
+// once.
+type Migrations struct {
 	// Files holds the migrations, *.sql files applied in name order.
 	Files fs.FS
 	// Dir is the directory of Files that holds them ("migrations").
@@ -32,11 +31,11 @@ type Set struct {
 	Applied func() int64
 }
 
-// Apply applies the migrations of s that the database lacks, in name order,
+// apply applies the migrations of s that the database lacks, in name order,
 // each in a transaction of its own that first takes s.Lock: replicas that
 // start at once apply each migration once, one after the other, and the
 // others find it recorded.
-func Apply(ctx context.Context, pool *pgxpool.Pool, s Set) error {
+func (s Migrations) apply(ctx context.Context, pool *pgxpool.Pool) error {
 	names, err := fs.Glob(s.Files, path.Join(s.Dir, "*.sql"))
 	if err != nil {
 		return err
@@ -49,7 +48,7 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, s Set) error {
 		}
 		base := path.Base(name)
 		if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			return s.apply(ctx, tx, base, string(body))
+			return s.applyOne(ctx, tx, base, string(body))
 		}); err != nil {
 			return fmt.Errorf("migration %s: %w", base, err)
 		}
@@ -57,7 +56,7 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, s Set) error {
 	return nil
 }
 
-func (s Set) apply(ctx context.Context, tx pgx.Tx, name, body string) error {
+func (s Migrations) applyOne(ctx context.Context, tx pgx.Tx, name, body string) error {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, s.Lock); err != nil {
 		return err
 	}
