@@ -105,9 +105,10 @@ func Wrapf(err error, format string, args ...any) error {
 }
 
 // Wrap is Wrapf of *errp, deferred by a function with a named error
-// result whose every error gets the same context. Its arguments are boxed
-// on every call, error or not: a path that runs thousands of times a
-// second wraps its error where it returns it instead.
+// result whose every error gets the same context.
+//
+// The arguments of both are boxed on every call, error or not: a path that
+// runs on every request wraps its error with fmt.Errorf once it has one.
 func Wrap(errp *error, format string, args ...any) {
 	*errp = Wrapf(*errp, format, args...)
 }

@@ -41,8 +41,8 @@ func (s *Store) AppendAudit(ctx context.Context, e *audit.Entry) error {
 		return err
 	})
 	if err != nil {
-		// Not a deferred errs.Wrap, whose arguments would cost an
-		// allocation on every request.
+		// Wrapped once there is an error: the arguments of errs.Wrap
+		// would be boxed on every request.
 		return fmt.Errorf("append audit entry %s: %w", e.Action, err)
 	}
 	return nil

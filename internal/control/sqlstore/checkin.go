@@ -84,8 +84,8 @@ type checkInResult struct {
 func (s *Store) CheckIn(ctx context.Context, id string, c device.CheckIn) ([]*device.Command, error) {
 	cmds, err := s.checkIn(ctx, id, c)
 	if err != nil {
-		// Wrapped here, not by a deferred errs.Wrap, whose arguments
-		// would cost an allocation on every check-in.
+		// Wrapped once there is an error: the arguments of errs.Wrap
+		// would be boxed on every check-in.
 		return nil, fmt.Errorf("check in agent %s: %w", id, err)
 	}
 	return cmds, nil

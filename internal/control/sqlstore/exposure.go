@@ -177,10 +177,10 @@ func agentStatuses(ctx context.Context, q querier, agentID string) (map[int64]ex
 	err := eachRow(ctx, q, func(row scanner) error {
 		var key int64
 		var st string
-		// min() picks 'affected' over 'unknown'.
 		if err := row.Scan(&key, &st); err != nil {
 			return err
 		}
+		// min() picks 'affected' over 'unknown'.
 		out[key] = exposure.Status(st)
 		return nil
 	}, sqlAgentStatuses, agentID)
