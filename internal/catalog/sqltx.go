@@ -7,19 +7,24 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/patchline/patchline/internal/cve"
 )
 
 // SQLTx implements the statements of an ingest transaction that both
 // stores run alike, once, over database/sql: the lifecycles, the facts of
-// one CVE, the keys of the records with remediation and the log of runs.
-// What differs (the facts and records written in batches, the full-text
-// index) each store's transaction adds.
+// one CVE, the keys of the records with remediation, the sources of
+// stored records and the log of runs. What differs (the facts and records
+// written in batches, the full-text index) each store's transaction adds.
 type SQLTx struct {
 	Tx *sql.Tx
 	// Text makes a string storable; nil keeps it as it is.
 	Text func(string) string
+	// SourcesJSON is the engine's expression of the text of the
+	// dataSources array in a record's body.
+	SourcesJSON string
 }
 
 func (t *SQLTx) text(v string) string {
@@ -90,6 +95,35 @@ func (t *SQLTx) Lifecycles(ctx context.Context) ([]cve.Lifecycle, error) {
 // KeysWithAtoms implements Tx.
 func (t *SQLTx) KeysWithAtoms(ctx context.Context) ([]int64, error) {
 	return QueryKeys(ctx, t.Tx, `SELECT key FROM records WHERE has_fix ORDER BY key`)
+}
+
+// RecordSourcesJSON returns the dataSources of the stored records of keys,
+// as JSON arrays by key, as the transaction sees them: an ingest keeps the
+// sync times of the sources it did not change. The engine cuts them out
+// of the bodies, so that only they are copied.
+func (t *SQLTx) RecordSourcesJSON(ctx context.Context, keys []int64) (map[int64][]byte, error) {
+	out := make(map[int64][]byte, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	args := make([]any, len(keys))
+	placeholders := make([]string, len(keys))
+	for i, k := range keys {
+		args[i], placeholders[i] = k, "$"+strconv.Itoa(i+1)
+	}
+	query := `SELECT key, ` + t.SourcesJSON + ` FROM records WHERE key IN (` + strings.Join(placeholders, ", ") + `)`
+	err := EachRow(ctx, t.Tx, query, func(rows *sql.Rows) error {
+		var key int64
+		var sources []byte
+		if err := rows.Scan(&key, &sources); err != nil {
+			return err
+		}
+		if sources != nil {
+			out[key] = sources
+		}
+		return nil
+	}, args...)
+	return out, err
 }
 
 // LogRun implements Tx.

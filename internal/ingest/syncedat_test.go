@@ -6,17 +6,33 @@ import (
 	"time"
 
 	gocmp "github.com/google/go-cmp/cmp"
+
+	"github.com/patchline/patchline/internal/catalog"
+	"github.com/patchline/patchline/internal/catalog/postgres"
+	"github.com/patchline/patchline/internal/catalog/postgres/pgtest"
 )
 
-// TestSyncedAt follows the syncedAt of a record's data sources over runs:
-// a source's time moves when a run adds or changes its facts of the
-// record, and only then; it never moves the record's modifiedAt by itself
-// (a new source does, by adding to dataSources).
+// TestSyncedAt follows the syncedAt of a record's data sources over runs,
+// on both engines: a source's time moves when a run adds or changes its
+// facts of the record, and only then; it never moves the record's
+// modifiedAt by itself (a new source does, by adding to dataSources).
 func TestSyncedAt(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) { testSyncedAt(t, mustOpenCatalog(t)) })
+	t.Run("postgres", func(t *testing.T) {
+		db, err := postgres.Open(context.Background(), pgtest.NewDatabase(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		testSyncedAt(t, db)
+	})
+}
+
+func testSyncedAt(t *testing.T, db catalog.Store) {
 	ctx := context.Background()
-	db := mustOpenCatalog(t)
 	epss1 := writeFile(t, "epss1.csv", "CVE-2021-44228;0.9;0.99\n")
 	epss2 := writeFile(t, "epss2.csv", "CVE-2021-44228;0.8;0.98\n")
+	epss3 := writeFile(t, "epss3.csv", "CVE-2021-44228;0.7;0.97\n")
 	steps := []struct {
 		name     string
 		at       string
@@ -34,6 +50,10 @@ func TestSyncedAt(t *testing.T) {
 			map[string]string{"kev": "2026-01-01T00:00:00Z", "epss": "2026-01-04T00:00:00Z"}, "2026-01-02T00:00:00Z"},
 		{"kev unchanged", "2026-01-05T00:00:00Z", "kev=" + kevFile,
 			map[string]string{"kev": "2026-01-01T00:00:00Z", "epss": "2026-01-04T00:00:00Z"}, "2026-01-02T00:00:00Z"},
+		// The record is merged again for epss: kev keeps the time the
+		// stored record gives it, not that of the last kev run (01-05).
+		{"epss changed after kev", "2026-01-06T00:00:00Z", "epss=" + epss3,
+			map[string]string{"kev": "2026-01-01T00:00:00Z", "epss": "2026-01-06T00:00:00Z"}, "2026-01-02T00:00:00Z"},
 	}
 	for _, st := range steps {
 		if _, err := Run(ctx, db, []Source{mustSource(t, st.source)}, Options{Now: clock(st.at)}); err != nil {

@@ -26,8 +26,11 @@ func (d *DB) Begin(ctx context.Context) (catalog.Tx, error) {
 		tx.Rollback()
 		return nil, fmt.Errorf("begin ingest: wait for the ingest lock: %w", err)
 	}
-	return &writeTx{SQLTx: &catalog.SQLTx{Tx: tx, Text: pgdb.Text}, tx: tx}, nil
+	return &writeTx{SQLTx: &catalog.SQLTx{Tx: tx, Text: pgdb.Text, SourcesJSON: sourcesJSON}, tx: tx}, nil
 }
+
+// sourcesJSON is the text of the dataSources array of a record's body.
+const sourcesJSON = `(convert_from(body, 'UTF8')::jsonb -> 'dataSources')::text`
 
 // writeTx is a catalog.Tx: a database/sql transaction, which database/sql
 // rolls back once the context of Begin is done.

@@ -86,7 +86,7 @@ func (d *DB) BeginRebuild(ctx context.Context) (catalog.Tx, error) {
 		rb.abort()
 		return nil, fmt.Errorf("begin ingest: %w", err)
 	}
-	return &tx_{SQLTx: &catalog.SQLTx{Tx: tx}, tx: tx, db: rb.build.Write, stmts: map[string]*sql.Stmt{}, rebuild: rb, fresh: true, changed: func() { d.db.Changed() }, d: d}, nil
+	return &tx_{SQLTx: &catalog.SQLTx{Tx: tx, SourcesJSON: sourcesJSON}, tx: tx, db: rb.build.Write, stmts: map[string]*sql.Stmt{}, rebuild: rb, fresh: true, changed: func() { d.db.Changed() }, d: d}, nil
 }
 
 // isFile reports whether path names a database file (not a memory database).

@@ -23,7 +23,7 @@ func (d *DB) Begin(ctx context.Context) (catalog.Tx, error) {
 	if err != nil {
 		return nil, fmt.Errorf("begin ingest: %w", err)
 	}
-	t := &tx_{SQLTx: &catalog.SQLTx{Tx: tx}, tx: tx, db: d.db.Write, stmts: map[string]*sql.Stmt{}, changed: func() { d.db.Changed() }, d: d}
+	t := &tx_{SQLTx: &catalog.SQLTx{Tx: tx, SourcesJSON: sourcesJSON}, tx: tx, db: d.db.Write, stmts: map[string]*sql.Stmt{}, changed: func() { d.db.Changed() }, d: d}
 	if err := tx.QueryRowContext(ctx, `SELECT n FROM catalog_generation`).Scan(&t.from); err != nil {
 		tx.Rollback()
 		return nil, fmt.Errorf("begin ingest: catalog generation: %w", err)
@@ -373,4 +373,16 @@ func (t *tx_) DeleteRecord(ctx context.Context, key int64) error {
 	t.touch(key)
 	_, err := t.exec(ctx, `DELETE FROM records_fts WHERE rowid = ?`, key)
 	return err
+}
+
+// sourcesJSON is the text of the dataSources array of a record's body.
+const sourcesJSON = `json_extract(body, '$.dataSources')`
+
+// RecordSourcesJSON is catalog.SQLTx's, but for a new catalog, whose
+// records are all this transaction's, written after their merge.
+func (t *tx_) RecordSourcesJSON(ctx context.Context, keys []int64) (map[int64][]byte, error) {
+	if t.fresh {
+		return map[int64][]byte{}, nil
+	}
+	return t.SQLTx.RecordSourcesJSON(ctx, keys)
 }
