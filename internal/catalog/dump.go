@@ -43,18 +43,18 @@ func dump(ctx context.Context, tx *sql.Tx, to DumpTarget) error {
 		if err := rows.Scan(&key, &body); err != nil {
 			return err
 		}
-		var f cve.Facts
-		if err := json.Unmarshal(body, &f); err != nil {
-			return fmt.Errorf("decode facts of %s: %w", cve.IDOfKey(key), err)
+		f, err := decodeFacts(key, body)
+		if err != nil {
+			return err
 		}
-		_, err := to.PutFacts(ctx, key, &f)
+		_, err = to.PutFacts(ctx, key, &f)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("dump facts: %w", err)
 	}
-	// The lifecycles are few: Lifecycles reads them all at once.
-	lifecycles, err := (&SQLTx{Tx: tx}).Lifecycles(ctx)
+	// The lifecycles are few: they are read all at once.
+	lifecycles, err := readLifecycles(ctx, tx)
 	if err != nil {
 		return fmt.Errorf("dump lifecycles: %w", err)
 	}

@@ -64,9 +64,9 @@ func (t *SQLTx) Facts(ctx context.Context, key int64) ([]cve.Facts, error) {
 		if err := rows.Scan(&body); err != nil {
 			return err
 		}
-		var f cve.Facts
-		if err := json.Unmarshal(body, &f); err != nil {
-			return fmt.Errorf("decode facts of %s: %w", cve.IDOfKey(key), err)
+		f, err := decodeFacts(key, body)
+		if err != nil {
+			return err
 		}
 		out = append(out, f)
 		return nil
@@ -74,10 +74,25 @@ func (t *SQLTx) Facts(ctx context.Context, key int64) ([]cve.Facts, error) {
 	return out, err
 }
 
+// decodeFacts decodes the stored body of facts of the CVE of key.
+func decodeFacts(key int64, body []byte) (cve.Facts, error) {
+	var f cve.Facts
+	if err := json.Unmarshal(body, &f); err != nil {
+		return f, fmt.Errorf("decode facts of %s: %w", cve.IDOfKey(key), err)
+	}
+	return f, nil
+}
+
 // Lifecycles implements Tx.
 func (t *SQLTx) Lifecycles(ctx context.Context) ([]cve.Lifecycle, error) {
+	return readLifecycles(ctx, t.Tx)
+}
+
+// readLifecycles reads every stored lifecycle, ordered by product and
+// cycle.
+func readLifecycles(ctx context.Context, q Queryer) ([]cve.Lifecycle, error) {
 	var out []cve.Lifecycle
-	err := EachRow(ctx, t.Tx, `SELECT body FROM lifecycles ORDER BY product, cycle`, func(rows *sql.Rows) error {
+	err := EachRow(ctx, q, `SELECT body FROM lifecycles ORDER BY product, cycle`, func(rows *sql.Rows) error {
 		var body []byte
 		if err := rows.Scan(&body); err != nil {
 			return err

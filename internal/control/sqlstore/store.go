@@ -451,8 +451,11 @@ func queryAll[T any](ctx context.Context, q querier, scan func(scanner) (T, erro
 	var out []T
 	err := eachRow(ctx, q, func(row scanner) error {
 		v, err := scan(row)
+		if err != nil {
+			return err
+		}
 		out = append(out, v)
-		return err
+		return nil
 	}, query, args...)
 	if err != nil {
 		return nil, err
