@@ -8,6 +8,7 @@ package sqlitedb
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net/url"
@@ -52,6 +53,9 @@ func PathOf(dsn string) (string, bool) {
 // the migrations in migrations (files *.sql, in name order) that have not
 // been applied yet.
 func Open(ctx context.Context, path string, migrations fs.FS) (*DB, error) {
+	if err := checkPath(path); err != nil {
+		return nil, err
+	}
 	if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("create database directory: %w", err)
@@ -119,6 +123,9 @@ func Open(ctx context.Context, path string, migrations fs.FS) (*DB, error) {
 // the catalog. A crash leaves the file unusable; the caller removes it and
 // starts again. The migrations are applied as Open applies them.
 func OpenBuild(ctx context.Context, path string, migrations fs.FS, cacheKiB int) (*DB, error) {
+	if err := checkPath(path); err != nil {
+		return nil, err
+	}
 	pragmas := url.Values{}
 	for _, p := range []string{
 		"locking_mode(EXCLUSIVE)",
@@ -143,6 +150,19 @@ func OpenBuild(ctx context.Context, path string, migrations fs.FS, cacheKiB int)
 		return nil, fmt.Errorf("migrate %s: %w", path, err)
 	}
 	return db, nil
+}
+
+// checkPath returns an error for a path that a file: URI would not hold
+// as it is: empty, or with ? or #, which would start its query or
+// fragment.
+func checkPath(path string) error {
+	if path == "" {
+		return errors.New("empty path")
+	}
+	if strings.ContainsAny(path, "?#") {
+		return fmt.Errorf("%s: the path may not contain ? or #", path)
+	}
+	return nil
 }
 
 // OpenReaders opens a pool of n read-only connections beside Read, each
@@ -205,6 +225,9 @@ func (db *DB) migrate(ctx context.Context, migrations fs.FS) error {
 		name TEXT PRIMARY KEY, applied INTEGER NOT NULL)`); err != nil {
 		return err
 	}
+	if err := db.convertMigrations(ctx); err != nil {
+		return fmt.Errorf("convert schema_migrations: %w", err)
+	}
 	names, err := fs.Glob(migrations, "*.sql")
 	if err != nil {
 		return err
@@ -239,6 +262,30 @@ func (db *DB) apply(ctx context.Context, migrations fs.FS, name string) error {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (name, applied) VALUES (?, ?)`, name, time.Now().Unix()); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// convertMigrations rewrites a schema_migrations table of the layout that
+// control stores opened their SQLite file with until they opened it here,
+// (version, name, applied_at in milliseconds), as the table of this
+// package, keeping the names of the migrations applied.
+func (db *DB) convertMigrations(ctx context.Context) error {
+	var old bool
+	if err := db.Write.QueryRowContext(ctx,
+		`SELECT EXISTS (SELECT 1 FROM pragma_table_info('schema_migrations') WHERE name = 'applied_at')`).Scan(&old); err != nil || !old {
+		return err
+	}
+	tx, err := db.Write.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `ALTER TABLE schema_migrations RENAME TO schema_migrations_ms;
+		CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied INTEGER NOT NULL);
+		INSERT INTO schema_migrations (name, applied) SELECT name, applied_at / 1000 FROM schema_migrations_ms;
+		DROP TABLE schema_migrations_ms`); err != nil {
 		return err
 	}
 	return tx.Commit()

@@ -2,6 +2,7 @@ package sqlitedb
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -52,6 +53,65 @@ func TestFailedMigrationLeavesNothing(t *testing.T) {
 	db.Read.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE name = 'a'`).Scan(&n)
 	if n != 0 {
 		t.Fatal("table of the failed migration exists")
+	}
+}
+
+func TestOpenConvertsMillisecondMigrations(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "t.db")
+	// The table as control stores kept it: 001 applied at 1,700,000,000.5 s.
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.ExecContext(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
+		INSERT INTO schema_migrations VALUES (1, '001_a.sql', 1700000000500);
+		CREATE TABLE a (x INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	migs := fstest.MapFS{
+		"001_a.sql": {Data: []byte(`CREATE TABLE a (x INTEGER);`)}, // fails if applied again
+		"002_b.sql": {Data: []byte(`INSERT INTO a VALUES (2);`)},
+	}
+	for i := 0; i < 2; i++ {
+		db, err := Open(ctx, path, migs)
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+		got := map[string]int64{}
+		rows, err := db.Read.QueryContext(ctx, `SELECT name, applied FROM schema_migrations`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var name string
+			var applied int64
+			if err := rows.Scan(&name, &applied); err != nil {
+				t.Fatal(err)
+			}
+			got[name] = applied
+		}
+		rows.Close()
+		if len(got) != 2 || got["001_a.sql"] != 1700000000 || got["002_b.sql"] == 0 {
+			t.Errorf("open %d: schema_migrations = %v, want 001_a.sql at 1700000000 and 002_b.sql", i, got)
+		}
+		var n int
+		db.Read.QueryRowContext(ctx, `SELECT count(*) FROM a`).Scan(&n)
+		if n != 1 {
+			t.Errorf("open %d: rows in a = %d, want 1", i, n)
+		}
+		db.Close()
+	}
+}
+
+func TestOpenRefusesPathsAURICannotHold(t *testing.T) {
+	dir := t.TempDir()
+	for _, p := range []string{"", filepath.Join(dir, "a?b.db"), filepath.Join(dir, "a#b.db")} {
+		if db, err := Open(context.Background(), p, fstest.MapFS{}); err == nil {
+			db.Close()
+			t.Errorf("Open(%q) succeeded", p)
+		}
 	}
 }
 

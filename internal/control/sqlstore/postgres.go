@@ -83,7 +83,7 @@ func OpenPostgres(ctx context.Context, dsn string) (*Store, error) {
 	db := stdlib.OpenDBFromPool(pool)
 	return &Store{d: postgresDialect, db: db, wdb: db, source: pool.Config().ConnString(), Now: time.Now,
 		quit:    make(chan struct{}),
-		closers: []func() error{func() error { pool.Close(); return nil }},
+		closers: []func() error{db.Close, func() error { pool.Close(); return nil }},
 	}, nil
 }
 

@@ -8,14 +8,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/patchline/patchline/internal/sqlitedb"
 )
 
 //go:embed migrations/sqlite/*.sql
@@ -44,7 +42,8 @@ var sqliteDialect = &dialect{
 }
 
 // OpenSQLite opens (creating it and its directory when needed) the
-// database file at path and brings its schema up to date.
+// database file at path, as package sqlitedb opens the catalog's, and
+// brings its schema up to date.
 //
 // Writes go through a single connection whose transactions begin
 // IMMEDIATE, so that writers queue on the database lock instead of failing
@@ -53,53 +52,31 @@ var sqliteDialect = &dialect{
 // line) may write to the same file; busy_timeout makes them wait their
 // turn.
 func OpenSQLite(ctx context.Context, path string) (*Store, error) {
-	if path == "" {
-		return nil, errors.New("open control store: empty path")
-	}
-	if strings.ContainsAny(path, "?#") {
-		return nil, fmt.Errorf("open control store %s: the path may not contain ? or #", path)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return nil, fmt.Errorf("open control store: %w", err)
-	}
 	_, statErr := os.Stat(path)
-	pragmas := "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(ON)"
-	wdb, err := sql.Open("sqlite", path+pragmas+"&_txlock=immediate")
+	migrations, _ := fs.Sub(sqliteMigrations, "migrations/sqlite")
+	sdb, err := sqlitedb.Open(ctx, path, migrations)
 	if err != nil {
-		return nil, fmt.Errorf("open control store %s: %w", path, err)
-	}
-	wdb.SetMaxOpenConns(1)
-	wdb.SetConnMaxIdleTime(0)
-	if err := migrateSQLite(ctx, wdb); err != nil {
-		wdb.Close()
-		return nil, fmt.Errorf("open control store %s: %w", path, err)
+		return nil, fmt.Errorf("open control store: %w", err)
 	}
 	if errors.Is(statErr, fs.ErrNotExist) {
 		// The file holds digests of credentials and the audit log: keep it
 		// to its owner.
 		for _, p := range []string{path, path + "-wal", path + "-shm"} {
 			if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				wdb.Close()
+				sdb.Close()
 				return nil, fmt.Errorf("open control store: %w", err)
 			}
 		}
 	}
-	db, err := sql.Open("sqlite", path+pragmas+"&_pragma=query_only(1)")
-	if err != nil {
-		wdb.Close()
-		return nil, fmt.Errorf("open control store %s: %w", path, err)
-	}
-	db.SetMaxOpenConns(8)
-	db.SetMaxIdleConns(8)
-	s := &Store{d: sqliteDialect, db: db, wdb: wdb, source: path, Now: time.Now,
-		checkIns: make(chan *checkInRequest), quit: make(chan struct{})}
+	s := &Store{d: sqliteDialect, db: sdb.Read, wdb: sdb.Write, source: path, Now: time.Now,
+		checkIns: make(chan *checkInRequest), quit: make(chan struct{}), closers: []func() error{sdb.Close}}
 	// The most frequent statements, prepared once so that SQLite does not
 	// parse them again for every check-in, audited request and finding.
-	if s.prepared, err = prepare(ctx, wdb, s.d, sqlitePrepared(s.d)...); err != nil {
+	if s.prepared, err = prepare(ctx, s.wdb, s.d, sqlitePrepared(s.d)...); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open control store %s: %w", path, err)
 	}
-	if s.preparedRead, err = prepare(ctx, db, s.d, sqlAgentCredential, sqlCVEFixes); err != nil {
+	if s.preparedRead, err = prepare(ctx, s.db, s.d, sqlAgentCredential, sqlCVEFixes); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open control store %s: %w", path, err)
 	}
@@ -114,60 +91,4 @@ func sqlitePrepared(d *dialect) []string {
 		sqlCheckIn, sqlCheckInSame, d.queuedCommands, sqlDeliver, sqlFindRings,
 		sqlLastAudit, sqlInsertAudit,
 	}, exposureQueries...)
-}
-
-// migrateSQLite applies the embedded migrations not yet recorded in
-// schema_migrations, in order, each in its own transaction.
-func migrateSQLite(ctx context.Context, db *sql.DB) error {
-	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version    INTEGER PRIMARY KEY,
-		name       TEXT    NOT NULL,
-		applied_at INTEGER NOT NULL
-	)`); err != nil {
-		return fmt.Errorf("create schema_migrations: %w", err)
-	}
-	names, err := fs.Glob(sqliteMigrations, "migrations/sqlite/*.sql")
-	if err != nil {
-		return err
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		base := filepath.Base(name)
-		num, _, ok := strings.Cut(base, "_")
-		version, err := strconv.Atoi(num)
-		if !ok || err != nil {
-			return fmt.Errorf("migration %s: name does not start with a number", base)
-		}
-		body, err := sqliteMigrations.ReadFile(name)
-		if err != nil {
-			return err
-		}
-		if err := applySQLiteMigration(ctx, db, version, base, string(body)); err != nil {
-			return fmt.Errorf("migration %s: %w", base, err)
-		}
-	}
-	return nil
-}
-
-func applySQLiteMigration(ctx context.Context, db *sql.DB, version int, name, body string) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, version).Scan(&n); err != nil {
-		return err
-	}
-	if n > 0 {
-		return nil
-	}
-	if _, err := tx.ExecContext(ctx, body); err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-		version, name, time.Now().UnixMilli()); err != nil {
-		return err
-	}
-	return tx.Commit()
 }

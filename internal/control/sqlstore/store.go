@@ -78,7 +78,9 @@ type Store struct {
 	quit      chan struct{} // closed by Close
 	loops     sync.WaitGroup
 	closeOnce sync.Once
-	closers   []func() error
+	closeErr  error
+	// closers close db and wdb, and what they stand on.
+	closers []func() error
 
 	// source is the path or DSN the store was opened on.
 	source string
@@ -160,25 +162,24 @@ func (d *dialect) lockOf(table string) string {
 	return d.lockRow + " OF " + table
 }
 
-// Close closes the database.
+// Close closes the database; calls after the first return its error.
 func (s *Store) Close() error {
-	s.closeOnce.Do(func() { close(s.quit) })
-	s.loops.Wait()
-	var errList []error
-	for _, st := range s.prepared {
-		errList = append(errList, st.Close())
-	}
-	for _, st := range s.preparedRead {
-		errList = append(errList, st.Close())
-	}
-	errList = append(errList, s.db.Close())
-	if s.wdb != s.db {
-		errList = append(errList, s.wdb.Close())
-	}
-	for _, c := range s.closers {
-		errList = append(errList, c())
-	}
-	return errors.Join(errList...)
+	s.closeOnce.Do(func() {
+		close(s.quit)
+		s.loops.Wait()
+		var errList []error
+		for _, st := range s.prepared {
+			errList = append(errList, st.Close())
+		}
+		for _, st := range s.preparedRead {
+			errList = append(errList, st.Close())
+		}
+		for _, c := range s.closers {
+			errList = append(errList, c())
+		}
+		s.closeErr = errors.Join(errList...)
+	})
+	return s.closeErr
 }
 
 // Ping checks that the database answers.

@@ -102,6 +102,37 @@ func TestStore(t *testing.T) {
 	}
 }
 
+// TestOpenSQLiteConvertsItsMigrations opens a file whose migrations are
+// recorded as the control store recorded them before it opened SQLite
+// through sqlitedb: (version, name, applied_at in ms).
+func TestOpenSQLiteConvertsItsMigrations(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "control.db")
+	s := mustOpenPath(t, path)
+	if err := s.CreateRing(ctx, &device.Ring{Name: "pilot", Position: 1, CreatedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.wdb.ExecContext(ctx, `CREATE TABLE earlier (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
+		INSERT INTO earlier SELECT CAST(substr(name, 1, 3) AS INTEGER), name, applied * 1000 FROM schema_migrations;
+		DROP TABLE schema_migrations;
+		ALTER TABLE earlier RENAME TO schema_migrations`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	s = mustOpenPath(t, path)
+	if _, err := s.FindRingByName(ctx, "pilot"); err != nil {
+		t.Errorf("the ring made before: %v", err)
+	}
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE applied > 0`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if names, _ := sqliteMigrations.ReadDir("migrations/sqlite"); n != len(names) {
+		t.Errorf("%d migrations recorded, want %d", n, len(names))
+	}
+}
+
 func TestOpenSQLiteIsIdempotent(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "control.db")
 	for i := 0; i < 2; i++ {
