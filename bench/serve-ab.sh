@@ -9,8 +9,9 @@
 # Usage: bench/serve-ab.sh CATALOG_DIR PATCHLINE...
 # (CATALOG_DIR the --data of an ingest, such as /tmp/patchline-bench/data;
 # each PATCHLINE a binary). ROUNDS (3), MIXES (querybatch), DURATION (10s)
-# and QUERY_CONNS (8) change the rounds; each server gets a control store
-# of its own, so none builds its package index for agents.
+# and QUERY_CONNS (8) change the rounds; CATALOG_DB (a postgres:// URL)
+# serves that catalog instead of CATALOG_DIR's. Each server gets a control
+# store of its own, so none builds its package index for agents.
 set -eu
 cd "$(dirname "$0")/.."
 DATA=$1
@@ -27,7 +28,7 @@ ${GO:-go} build -o "$WORK/load" ./bench/load
 n=0
 for pl in "$@"; do
 	n=$((n + 1))
-	GODEBUG=gctrace=1 "$pl" serve --data "$DATA" --control-db "$WORK/control-$n.db" \
+	GODEBUG=gctrace=1 "$pl" serve --data "$DATA" ${CATALOG_DB:+--catalog-db "$CATALOG_DB"} --control-db "$WORK/control-$n.db" \
 		--cve-addr 127.0.0.1:0 --control-addr 127.0.0.1:0 --rate-limit off >"$WORK/serve-$n.log" 2>&1 &
 	PIDS="$PIDS $!"
 	echo "$!" >"$WORK/pid-$n"

@@ -17,13 +17,8 @@ import (
 // one index seek (PostgreSQL) or two steps are (SQLite), how a position
 // binds to the sort column's type, and planner hints.
 //
-// SQLite answers most lists from its summary index and reads them here
-// only while it is built; PostgreSQL reads every list here. The summary
-// index is not used for PostgreSQL: replicas share a PostgreSQL catalog
-// that an ingest in another process changes, and the catalog says so
-// only through its ingest runs, so each list would have to ask before
-// trusting an index; the database's indexes answer a page in one round
-// trip of about the same cost.
+// Both engines answer most lists from the summary index (summaryindex.go)
+// and read them here only while it is built after a change.
 
 // ListDialect is what the SQL of a list says in an engine's own way.
 type ListDialect struct {

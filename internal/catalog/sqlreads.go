@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/patchline/patchline/internal/cve"
@@ -21,6 +22,14 @@ type SQLReads struct {
 	// Snapshot are the options of a read transaction that sees one
 	// snapshot of the database, for Dump; nil means read-only ones.
 	Snapshot *sql.TxOptions
+	// Version returns the catalog's version, which changes with every
+	// commit of an ingest (the engine's Version).
+	Version func(ctx context.Context) (int64, error)
+
+	// stats are the last Stats, counted at statsVersion.
+	statsMu      sync.Mutex
+	stats        *cve.Stats
+	statsVersion int64
 }
 
 var _ cve.SourceCatalog = (*SQLReads)(nil)
@@ -100,6 +109,26 @@ func (s *SQLReads) WalkFrom(ctx context.Context, from int64, fn func(cve.Summary
 		return fmt.Errorf("walk records: %w", err)
 	}
 	return err
+}
+
+// Stats implements cve.Catalog. Counting the facts reads the whole
+// table, so the counts are kept until the catalog's version changes.
+func (s *SQLReads) Stats(ctx context.Context) (cve.Stats, error) {
+	version, err := s.Version(ctx)
+	if err != nil {
+		return cve.Stats{}, fmt.Errorf("catalog stats: %w", err)
+	}
+	s.statsMu.Lock() // one count at a time: others wait for it
+	defer s.statsMu.Unlock()
+	if s.stats != nil && s.statsVersion == version {
+		return *s.stats, nil
+	}
+	st, err := s.CountStats(ctx)
+	if err != nil {
+		return st, err
+	}
+	s.stats, s.statsVersion = &st, version
+	return st, nil
 }
 
 // CountStats counts the records, the rejected records and the facts of

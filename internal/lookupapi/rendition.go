@@ -23,7 +23,8 @@ import (
 // encoded as they are sent.
 
 // versioned is a catalog that names the state its reads see: a number
-// that changes with every commit (the SQLite catalog's data version).
+// that changes with every commit that changes its records (the SQLite
+// catalog's data version, the PostgreSQL catalog's catalog_version).
 type versioned interface {
 	Version(ctx context.Context) (int64, error)
 }

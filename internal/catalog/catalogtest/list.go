@@ -370,3 +370,87 @@ func testListOddPositions(t *testing.T, open Open) {
 		}
 	}
 }
+
+// WithSummaryIndex runs the test with the summary index of every catalog
+// kept in mode (catalog.SummaryIndexMode).
+func WithSummaryIndex(t *testing.T, mode int) {
+	old := catalog.SummaryIndexMode
+	catalog.SummaryIndexMode = mode
+	t.Cleanup(func() { catalog.SummaryIndexMode = old })
+}
+
+// RunIndexed runs the suite in each way a catalog reads its lists and
+// walks: from the database, and from the summary index brought up to date
+// before each; then ListIndexMatchesDatabase. (How the index answers does
+// not depend on the engine: RunIndexScan tests the other way it has.)
+func RunIndexed(t *testing.T, open Open) {
+	t.Run("database", func(t *testing.T) {
+		WithSummaryIndex(t, catalog.IndexOff)
+		Run(t, open)
+	})
+	t.Run("index", func(t *testing.T) {
+		WithSummaryIndex(t, catalog.IndexInline)
+		Run(t, open)
+	})
+	t.Run("index matches database", func(t *testing.T) { ListIndexMatchesDatabase(t, open) })
+}
+
+// RunIndexScan runs the suite with every list of the summary index read
+// by a scan of its rows rather than a walk of its orders.
+func RunIndexScan(t *testing.T, open Open) {
+	WithSummaryIndex(t, catalog.IndexInline)
+	old := catalog.EnumerateAlways
+	catalog.EnumerateAlways = true
+	t.Cleanup(func() { catalog.EnumerateAlways = old })
+	Run(t, open)
+}
+
+// ListIndexMatchesDatabase asks random queries of every filter, sort,
+// direction and page size of the summary index and of the database, page
+// after page, and wants the same pages: the walks, their budgets and the
+// drivers of the index against the SQL of the engine.
+func ListIndexMatchesDatabase(t *testing.T, open Open) {
+	db := open(t)
+	rows := GenRows(rand.New(rand.NewPCG(5, 6)), 3000)
+	PutRows(t, db, rows)
+	rng := rand.New(rand.NewPCG(7, 8))
+	sorts := []string{cve.SortPublished, cve.SortEPSS, cve.SortCVSS, cve.SortCVE, cve.SortFix, cve.SortKEV}
+	sevs := []string{cve.SeverityCritical, cve.SeverityHigh, cve.SeverityMedium, cve.SeverityLow, cve.SeverityNone}
+	words := []string{"overflow", "kernel", "log4j", "denial service", "jndi"}
+	pageAll := func(mode int, q cve.ListQuery) []string {
+		old := catalog.SummaryIndexMode
+		catalog.SummaryIndexMode = mode
+		defer func() { catalog.SummaryIndexMode = old }()
+		return PageAll(t, db, q, nil)
+	}
+	for i := range 100 {
+		q := cve.ListQuery{Sort: sorts[rng.IntN(len(sorts))], Desc: rng.IntN(2) == 0, Limit: 20 + rng.IntN(60)}
+		if rng.IntN(3) == 0 {
+			for range 1 + rng.IntN(2) {
+				q.Severities = append(q.Severities, sevs[rng.IntN(len(sevs))])
+			}
+		}
+		if rng.IntN(3) == 0 {
+			q.KEV = ptr(rng.IntN(2) == 0)
+		}
+		if rng.IntN(3) == 0 {
+			q.Fix = ptr(rng.IntN(2) == 0)
+		}
+		if rng.IntN(3) == 0 {
+			q.EPSSMin = ptr(float64(rng.IntN(50)) / 49)
+		}
+		if rng.IntN(3) == 0 {
+			for range 1 + rng.IntN(3) {
+				q.Years = append(q.Years, 1998+rng.IntN(30))
+			}
+		}
+		if rng.IntN(4) == 0 {
+			q.Q = words[rng.IntN(len(words))]
+		}
+		want := pageAll(catalog.IndexOff, q)
+		got := pageAll(catalog.IndexInline, q)
+		if !slices.Equal(want, got) {
+			t.Fatalf("query %d %+v: the index lists %d records, the database %d:\nindex    %v\ndatabase %v", i, q, len(got), len(want), got, want)
+		}
+	}
+}

@@ -9,11 +9,13 @@
 // the dialects: what truly differs, and the fast paths of each engine. It
 // is two packages over a shared one, rather than one package as the
 // control store is, because the fast paths are most of each: SQLite's
-// summary index, record cache and rebuild beside the live file; here the
+// body store, record cache and rebuild beside the live file; here the
 // facts and records of an ingest written a batch per statement (unnest
 // arrays, one round trip per 1,024 facts or 512 records), full-text
 // search on a tsvector column built by the store, and the ingest's
-// advisory lock.
+// advisory lock. The summary index of lists and walks is the catalog's
+// (catalog.Summaries), kept by the catalog's version, which triggers
+// change with every change of records (migrations/004_catalog_version.sql).
 //
 // The write transaction and the shared reads run through pgx's
 // database/sql adapter; the hot reads of the lookup API (a record, a
@@ -50,6 +52,8 @@ type DB struct {
 	*catalog.SQLSyncStates
 	// SQLReads makes the reads both stores share, on the same adapter.
 	*catalog.SQLReads
+	// summaries answers lists and walks from memory.
+	summaries *catalog.Summaries
 }
 
 var (
@@ -65,12 +69,37 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		return nil, fmt.Errorf("open catalog: %w", err)
 	}
 	sqldb := stdlib.OpenDBFromPool(pool)
-	return &DB{pool: pool, SQLSyncStates: &catalog.SQLSyncStates{Read: sqldb, Write: sqldb, Text: pgdb.Text},
-		SQLReads: &catalog.SQLReads{DB: sqldb, Snapshot: &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}}}, nil
+	snapshot := &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}
+	d := &DB{pool: pool, SQLSyncStates: &catalog.SQLSyncStates{Read: sqldb, Write: sqldb, Text: pgdb.Text},
+		SQLReads: &catalog.SQLReads{DB: sqldb, Snapshot: snapshot}}
+	d.SQLReads.Version = d.Version
+	d.summaries = catalog.NewSummaries(catalog.SummarySource{
+		Version: d.Version, SearchKeys: d.searchKeys,
+		Begin:  func(ctx context.Context) (*sql.Tx, error) { return sqldb.BeginTx(ctx, snapshot) },
+		Rows:   `SELECT key, severity, cvss, cvss_version, epss, is_kev, has_fix, published, modified FROM records ORDER BY key`,
+		Listed: `SELECT key FROM records WHERE NOT rejected ORDER BY key`,
+	})
+	return d, nil
 }
+
+// Version returns the catalog's version (migrations/004_catalog_version.sql):
+// a number that every change of its records, facts, lifecycles or ingest
+// runs replaces, whichever replica or command makes it. The summary
+// index, the counts and the lookup API's streams are kept for as long as
+// it stays the same.
+func (d *DB) Version(ctx context.Context) (int64, error) {
+	var v int64
+	err := d.pool.QueryRow(ctx, `SELECT n FROM catalog_version`).Scan(&v)
+	return v, err
+}
+
+// WarmSummaries builds the summary index of the catalog as it is now
+// (catalog.Summaries.Warm).
+func (d *DB) WarmSummaries(ctx context.Context) error { return d.summaries.Warm(ctx) }
 
 // Close closes the connection pool.
 func (d *DB) Close() error {
+	d.summaries.Close()
 	d.SQLSyncStates.Read.Close()
 	d.pool.Close()
 	return nil
@@ -121,17 +150,16 @@ func (d *DB) ReadBodies(ctx context.Context, keys []int64, fn func(key int64, bo
 	return rows.Err()
 }
 
-// Walk implements cve.Catalog. It reads one query's rows as the server
-// sends them, so it sees the catalog as it was when it began.
+// Walk implements cve.Catalog. It reads the summary index when it is up
+// to date, and otherwise one query's rows as the server sends them, so it
+// sees the catalog as it was when it began.
 func (d *DB) Walk(ctx context.Context, after string, fn func(cve.Summary) error) error {
 	from, err := catalog.WalkStart(after)
 	if err != nil {
 		return err
 	}
+	if ok, err := d.summaries.Walk(ctx, from, fn); ok || err != nil {
+		return err
+	}
 	return d.WalkFrom(ctx, from, fn)
-}
-
-// Stats implements cve.Catalog.
-func (d *DB) Stats(ctx context.Context) (cve.Stats, error) {
-	return d.CountStats(ctx)
 }

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/patchline/patchline/internal/catalog"
@@ -27,8 +28,25 @@ func mustOpenDSN(tb testing.TB, dsn string) *DB {
 
 func openStore(t *testing.T) catalog.Store { return mustOpen(t) }
 
-// TestCatalog runs the suite that every catalog store passes.
+// TestCatalog runs the suite that every catalog store passes, in each way
+// of reading lists and walks (catalogtest.RunIndexed).
 func TestCatalog(t *testing.T) {
 	pgtest.URL(t)
-	catalogtest.Run(t, openStore)
+	catalogtest.RunIndexed(t, openStore)
+}
+
+// BenchmarkSummaryIndexBuild builds the summary index of 30,000 records,
+// as a replica does after each change of the catalog.
+func BenchmarkSummaryIndexBuild(b *testing.B) {
+	db := mustOpen(b)
+	ctx := context.Background()
+	catalogtest.PutRows(b, db, catalogtest.GenRows(rand.New(rand.NewPCG(1, 2)), 30000))
+	for b.Loop() {
+		if _, err := db.pool.Exec(ctx, `UPDATE catalog_version SET n = n + 1`); err != nil {
+			b.Fatal(err)
+		}
+		if err := db.WarmSummaries(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -13,15 +13,22 @@ import (
 // missing values sort lowest. It returns errs.ErrInvalid for a sort key,
 // severity or limit it does not know and for a search of too many words.
 //
-// A page is one query of catalog.ListPlan. A page after a position adds
-// the row-value condition (column, key) > (value, key) (< when
-// descending), which a B-tree index on (column, key) answers with one
+// The summary index answers when it holds the catalog as it is now.
+// Otherwise a page is one query of catalog.ListPlan: a page after a
+// position adds the row-value condition (column, key) > (value, key) (<
+// when descending), which a B-tree index on (column, key) answers with one
 // seek to the position and a scan in order from there, wherever the
 // position lies, ties included.
 func (d *DB) List(ctx context.Context, q cve.ListQuery) (cve.Page, error) {
 	p, err := catalog.NewListPlan(q, &dialect)
 	if err != nil {
 		return cve.Page{}, err
+	}
+	if p.Empty {
+		return cve.Page{}, nil
+	}
+	if page, ok, err := d.summaries.List(ctx, p, q); ok || err != nil {
+		return page, err
 	}
 	return p.Read(ctx, func(ctx context.Context, query string, args ...any) (catalog.Rows, func(), error) {
 		rows, err := d.pool.Query(ctx, query, args...)
@@ -41,6 +48,11 @@ var dialect = catalog.ListDialect{
 	RowValueSeek: true,
 	Position:     positionArgs,
 	From:         func(string, bool) string { return "records" },
+}
+
+// searchKeys returns the keys of the records that match a tsquery.
+func (d *DB) searchKeys(ctx context.Context, match string) ([]int64, error) {
+	return catalog.QueryKeys(ctx, d.SQLReads.DB, `SELECT key FROM records WHERE search @@ $1::tsquery`, match)
 }
 
 // positionArgs binds a position to the types of the sort column and key.

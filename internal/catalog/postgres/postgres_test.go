@@ -160,6 +160,83 @@ func TestSearchPath(t *testing.T) {
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = 'public'`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("tables in public: %d, %v", n, err)
 	}
+	// A session of another search_path changes the records, and with them
+	// the catalog's version.
+	v1, err := db.Version(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `UPDATE catalog.records SET severity = severity`); err != nil {
+		t.Fatalf("update the records from the public search_path: %v", err)
+	}
+	if v2, err := db.Version(ctx); err != nil || v2 == v1 {
+		t.Errorf("version %d → %d, %v: want a new one", v1, v2, err)
+	}
+}
+
+// TestReplicaSeesChanges checks that a replica whose summary index, counts
+// and version hold the catalog as it was sees, at its next list, walk and
+// count, what another replica committed since: records, and an ingest run
+// that changed none.
+func TestReplicaSeesChanges(t *testing.T) {
+	catalogtest.WithSummaryIndex(t, catalog.IndexInline)
+	dsn := pgtest.NewDatabase(t)
+	a, b := mustOpenDSN(t, dsn), mustOpenDSN(t, dsn)
+	ctx := context.Background()
+	rows := catalogtest.GenRows(rand.New(rand.NewPCG(3, 4)), 40)
+	catalogtest.PutRows(t, a, rows[:20])
+	count := func() (listed, walked int, st cve.Stats) {
+		t.Helper()
+		listed = len(catalogtest.PageAll(t, b, cve.ListQuery{Sort: cve.SortCVE, Limit: 7}, nil))
+		if err := b.Walk(ctx, "", func(cve.Summary) error { walked++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		st, err := b.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return listed, walked, st
+	}
+	listed, walked, st := count()
+	v1, err := b.Version(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	catalogtest.PutRows(t, a, rows[20:])
+	listed2, walked2, st2 := count()
+	if listed2 != listed+20-rejected(rows[20:]) || walked2 != walked+20 || st2.Records != st.Records+20 {
+		t.Errorf("after 20 records more: listed %d → %d, walked %d → %d, counted %d → %d", listed, listed2, walked, walked2, st.Records, st2.Records)
+	}
+	v2, err := b.Version(ctx)
+	if err != nil || v2 == v1 {
+		t.Errorf("version %d → %d, %v: want a new one", v1, v2, err)
+	}
+	// An ingest run that changes no record is seen in the counts.
+	tx, err := a.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if err := tx.LogRun(ctx, catalog.Run{Started: 1_900_000_000, Finished: 1_900_000_001}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, st3 := count(); !st3.Updated.Equal(time.Unix(1_900_000_001, 0)) {
+		t.Errorf("after an ingest run: updated %v, want %v", st3.Updated, time.Unix(1_900_000_001, 0).UTC())
+	}
+}
+
+// rejected counts the rejected rows.
+func rejected(rows []catalog.Row) int {
+	n := 0
+	for _, r := range rows {
+		if r.Rejected {
+			n++
+		}
+	}
+	return n
 }
 
 // TestIngestLock checks that a second ingest transaction waits for the

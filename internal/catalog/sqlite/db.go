@@ -3,10 +3,11 @@
 // What both catalog stores do alike is written once in package catalog,
 // over database/sql (see package postgres for the layout); this package
 // adds SQLite's dialect (FTS5 search) and its fast paths, each in its own
-// file: the summary index of lists and walks in memory (summaryindex.go),
-// the store of record bodies beside the catalog file (bodystore.go), the
-// cache of those read from SQLite (cache.go) and the rebuild of an empty
-// catalog beside the live file (rebuild.go).
+// file: the store of record bodies beside the catalog file (bodystore.go),
+// the cache of those read from SQLite (cache.go) and the rebuild of an
+// empty catalog beside the live file (rebuild.go). The summary index of
+// lists and walks is the catalog's (catalog.Summaries), kept by the data
+// version.
 package sqlite
 
 import (
@@ -42,12 +43,7 @@ type DB struct {
 	// files is the body store beside the catalog file.
 	files *bodyFiles
 	// summaries answers lists and walks from memory.
-	summaries *summaries
-
-	// stats are the last Stats, counted at statsVersion.
-	statsMu      sync.Mutex
-	stats        *cve.Stats
-	statsVersion int64
+	summaries *catalog.Summaries
 }
 
 var (
@@ -73,13 +69,21 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	d := &DB{db: db, bodies: bodies, records: newRecordCache(RecordCacheBytes), files: newBodyFiles(path),
 		SQLSyncStates: &catalog.SQLSyncStates{Read: db.Read, Write: db.Write, Changed: db.Changed},
 		SQLReads:      &catalog.SQLReads{DB: db.Read}}
-	d.summaries = newSummaries(d)
+	d.SQLReads.Version = d.Version
+	d.summaries = catalog.NewSummaries(catalog.SummarySource{
+		Version: d.Version, SearchKeys: d.searchKeys,
+		Begin: func(ctx context.Context) (*sql.Tx, error) { return d.db.Read.BeginTx(ctx, nil) },
+		// Two walks of covering indexes: of every record, and of the
+		// partial index of the records listed.
+		Rows:   `SELECT key, severity, cvss, cvss_version, epss, is_kev, has_fix, published, modified FROM records INDEXED BY records_summary ORDER BY key`,
+		Listed: `SELECT key FROM records INDEXED BY records_list_key WHERE rejected = 0 ORDER BY key`,
+	})
 	return d, nil
 }
 
 // Close closes the database.
 func (d *DB) Close() error {
-	d.summaries.close()
+	d.summaries.Close()
 	d.records.empty()
 	d.files.close()
 	d.bodies.close()
@@ -259,12 +263,8 @@ func (d *DB) Walk(ctx context.Context, after string, fn func(cve.Summary) error)
 	if err != nil {
 		return err
 	}
-	x, err := d.summaryIndex(ctx)
-	if err != nil {
-		return fmt.Errorf("walk records: %w", err)
-	}
-	if x != nil {
-		return x.walk(ctx, from, fn)
+	if ok, err := d.summaries.Walk(ctx, from, fn); ok || err != nil {
+		return err
 	}
 	return d.WalkFrom(ctx, from, fn)
 }
@@ -277,35 +277,6 @@ func (d *DB) Version(ctx context.Context) (int64, error) {
 	return d.db.DataVersion(ctx)
 }
 
-// summaryIndex returns the summary index if it holds the catalog as it is
-// now, nil otherwise.
-func (d *DB) summaryIndex(ctx context.Context) (*summaryIndex, error) {
-	if summaryIndexMode == indexOff {
-		return nil, nil
-	}
-	v, err := d.db.DataVersion(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return d.summaries.at(ctx, v)
-}
-
-// Stats implements cve.Catalog. Counting the facts reads the whole
-// table, so the counts are kept until the catalog changes.
-func (d *DB) Stats(ctx context.Context) (cve.Stats, error) {
-	version, err := d.db.DataVersion(ctx)
-	if err != nil {
-		return cve.Stats{}, fmt.Errorf("catalog stats: %w", err)
-	}
-	d.statsMu.Lock() // one count at a time: others wait for it
-	defer d.statsMu.Unlock()
-	if d.stats != nil && d.statsVersion == version {
-		return *d.stats, nil
-	}
-	s, err := d.CountStats(ctx)
-	if err != nil {
-		return s, err
-	}
-	d.stats, d.statsVersion = &s, version
-	return s, nil
-}
+// WarmSummaries builds the summary index of the catalog as it is now
+// (catalog.Summaries.Warm).
+func (d *DB) WarmSummaries(ctx context.Context) error { return d.summaries.Warm(ctx) }

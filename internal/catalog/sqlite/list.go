@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -35,7 +34,7 @@ func (d *DB) List(ctx context.Context, q cve.ListQuery) (cve.Page, error) {
 	if p.Empty {
 		return cve.Page{}, nil
 	}
-	if page, ok, err := d.listIndexed(ctx, p, q); ok || err != nil {
+	if page, ok, err := d.summaries.List(ctx, p, q); ok || err != nil {
 		return page, err
 	}
 	tx, err := d.db.Read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
@@ -80,46 +79,6 @@ var dialect = catalog.ListDialect{
 		return "records INDEXED BY " + listIndex(col)
 	},
 }
-
-// listIndexed answers a list from the summary index, when it holds the
-// catalog as it is now; ok is false when it does not.
-func (d *DB) listIndexed(ctx context.Context, p *catalog.ListPlan, q cve.ListQuery) (page cve.Page, ok bool, err error) {
-	if q.After != nil && math.IsNaN(q.After.Value) {
-		return page, false, nil // what the database makes of it is its own
-	}
-	x, err := d.summaryIndex(ctx)
-	if x == nil || err != nil {
-		return page, false, err
-	}
-	var matched *searchSet
-	if p.Match != "" {
-		matched, err = x.search(p.Match, func() ([]int64, error) {
-			keys, err := d.searchKeys(ctx, p.Match)
-			if err != nil {
-				return nil, fmt.Errorf("list records: search: %w", err)
-			}
-			// The search must have read the catalog the index holds.
-			v, err := d.db.DataVersion(ctx)
-			if err != nil {
-				return nil, err
-			}
-			if v != x.version {
-				return nil, errStale
-			}
-			return keys, nil
-		})
-		if errors.Is(err, errStale) {
-			return page, false, nil
-		}
-		if err != nil {
-			return page, false, err
-		}
-	}
-	return x.list(p, &q, matched), true, nil
-}
-
-// errStale says that the catalog changed while the summary index was read.
-var errStale = errors.New("the catalog changed")
 
 // searchKeys returns the keys of the records that match an FTS5 query.
 func (d *DB) searchKeys(ctx context.Context, match string) ([]int64, error) {

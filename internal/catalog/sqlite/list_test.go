@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -27,40 +26,18 @@ func mustOpenListDB(tb testing.TB) *DB {
 
 func openStore(t *testing.T) catalog.Store { return mustOpenListDB(t) }
 
-// withIndex runs the test with the summary index kept in mode.
-func withIndex(t *testing.T, mode int) {
-	old := summaryIndexMode
-	summaryIndexMode = mode
-	t.Cleanup(func() { summaryIndexMode = old })
-}
+// TestCatalog runs the suite that every catalog store passes, in each way
+// of reading lists and walks (catalogtest.RunIndexed).
+func TestCatalog(t *testing.T) { catalogtest.RunIndexed(t, openStore) }
 
-// TestCatalog runs the suite that every catalog store passes, with every
-// list and walk read from the database.
-func TestCatalog(t *testing.T) {
-	withIndex(t, indexOff)
-	catalogtest.Run(t, openStore)
-}
-
-// TestCatalogIndexed runs the suite with every list and walk read from the
-// summary index, brought up to date before each.
-func TestCatalogIndexed(t *testing.T) {
-	withIndex(t, indexInline)
-	catalogtest.Run(t, openStore)
-}
-
-// TestCatalogIndexedScan runs the suite with every list of the summary
-// index read by a scan of its rows rather than a walk of its orders.
-func TestCatalogIndexedScan(t *testing.T) {
-	withIndex(t, indexInline)
-	defer func(b bool) { enumerateAlways = b }(enumerateAlways)
-	enumerateAlways = true
-	catalogtest.Run(t, openStore)
-}
+// TestCatalogIndexScan runs the suite with every list of the summary index
+// read by a scan of its rows (catalogtest.RunIndexScan).
+func TestCatalogIndexScan(t *testing.T) { catalogtest.RunIndexScan(t, openStore) }
 
 // TestListSearchDense runs the search tests with every search walking a
 // sort index, as a search that matches many records does.
 func TestListSearchDense(t *testing.T) {
-	withIndex(t, indexOff)
+	catalogtest.WithSummaryIndex(t, catalog.IndexOff)
 	defer func(n int) { sparseSearch = n }(sparseSearch)
 	sparseSearch = 0
 	catalogtest.ListSearch(t, openStore)
@@ -138,11 +115,11 @@ func BenchmarkList(b *testing.B) {
 	for _, mode := range []struct {
 		name string
 		mode int
-	}{{"database", indexOff}, {"index", indexInline}} {
+	}{{"database", catalog.IndexOff}, {"index", catalog.IndexInline}} {
 		for _, tt := range queries {
 			b.Run(mode.name+"/"+tt.name, func(b *testing.B) {
-				defer func(old int) { summaryIndexMode = old }(summaryIndexMode)
-				summaryIndexMode = mode.mode
+				defer func(old int) { catalog.SummaryIndexMode = old }(catalog.SummaryIndexMode)
+				catalog.SummaryIndexMode = mode.mode
 				q := tt.q
 				q.Limit = 50
 				for b.Loop() {
@@ -157,52 +134,19 @@ func BenchmarkList(b *testing.B) {
 	}
 }
 
-// TestListIndexMatchesDatabase asks random queries of every filter, sort,
-// direction and page size of the summary index and of the database, page
-// after page, and wants the same pages: the walks, their budgets and the
-// drivers of the index against the SQL of the database.
-func TestListIndexMatchesDatabase(t *testing.T) {
-	db := mustOpenListDB(t)
-	rows := catalogtest.GenRows(rand.New(rand.NewPCG(5, 6)), 3000)
-	catalogtest.PutRows(t, db, rows)
-	rng := rand.New(rand.NewPCG(7, 8))
-	sorts := []string{cve.SortPublished, cve.SortEPSS, cve.SortCVSS, cve.SortCVE, cve.SortFix, cve.SortKEV}
-	sevs := []string{cve.SeverityCritical, cve.SeverityHigh, cve.SeverityMedium, cve.SeverityLow, cve.SeverityNone}
-	words := []string{"overflow", "kernel", "log4j", "denial service", "jndi"}
-	pageAll := func(mode int, q cve.ListQuery) []string {
-		old := summaryIndexMode
-		summaryIndexMode = mode
-		defer func() { summaryIndexMode = old }()
-		return catalogtest.PageAll(t, db, q, nil)
-	}
-	for i := range 100 {
-		q := cve.ListQuery{Sort: sorts[rng.IntN(len(sorts))], Desc: rng.IntN(2) == 0, Limit: 20 + rng.IntN(60)}
-		if rng.IntN(3) == 0 {
-			for range 1 + rng.IntN(2) {
-				q.Severities = append(q.Severities, sevs[rng.IntN(len(sevs))])
-			}
+// BenchmarkSummaryIndexBuild builds the summary index of 30,000 records,
+// as serve does after each change of the catalog.
+func BenchmarkSummaryIndexBuild(b *testing.B) {
+	db := mustOpenListDB(b)
+	ctx := context.Background()
+	catalogtest.PutRows(b, db, catalogtest.GenRows(rand.New(rand.NewPCG(1, 2)), 30000))
+	for b.Loop() {
+		if _, err := db.db.Write.ExecContext(ctx, `UPDATE catalog_generation SET n = random()`); err != nil {
+			b.Fatal(err)
 		}
-		if rng.IntN(3) == 0 {
-			q.KEV = ptr(rng.IntN(2) == 0)
-		}
-		if rng.IntN(3) == 0 {
-			q.Fix = ptr(rng.IntN(2) == 0)
-		}
-		if rng.IntN(3) == 0 {
-			q.EPSSMin = ptr(float64(rng.IntN(50)) / 49)
-		}
-		if rng.IntN(3) == 0 {
-			for range 1 + rng.IntN(3) {
-				q.Years = append(q.Years, 1998+rng.IntN(30))
-			}
-		}
-		if rng.IntN(4) == 0 {
-			q.Q = words[rng.IntN(len(words))]
-		}
-		want := pageAll(indexOff, q)
-		got := pageAll(indexInline, q)
-		if !slices.Equal(want, got) {
-			t.Fatalf("query %d %+v: the index lists %d records, the database %d:\nindex    %v\ndatabase %v", i, q, len(got), len(want), got, want)
+		db.db.Changed()
+		if err := db.WarmSummaries(ctx); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/patchline/patchline/internal/benchtest"
+	"github.com/patchline/patchline/internal/catalog"
 	"github.com/patchline/patchline/internal/cve"
 )
 
@@ -21,9 +22,9 @@ func benchCatalog(b *testing.B) *DB {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { db.Close() })
-	old := summaryIndexMode
-	summaryIndexMode = indexInline
-	b.Cleanup(func() { summaryIndexMode = old })
+	old := catalog.SummaryIndexMode
+	catalog.SummaryIndexMode = catalog.IndexInline
+	b.Cleanup(func() { catalog.SummaryIndexMode = old })
 	if _, err := db.List(context.Background(), cve.ListQuery{Limit: 1}); err != nil {
 		b.Fatal(err)
 	}

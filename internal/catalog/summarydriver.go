@@ -1,4 +1,4 @@
-package sqlite
+package catalog
 
 import (
 	"cmp"
@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/patchline/patchline/internal/catalog"
 	"github.com/patchline/patchline/internal/cve"
 )
 
@@ -38,7 +37,7 @@ func (x *summaryIndex) driver(q *cve.ListQuery, matched *searchSet) *listDriver 
 		years := slices.Clone(q.Years)
 		slices.Sort(years)
 		for _, y := range slices.Compact(years) {
-			klo, khi := catalog.YearKeys(y)
+			klo, khi := YearKeys(y)
 			r := x.keyRun(keys, run{0, len(keys.ents)}, klo, khi)
 			d.runs = append(d.runs, keys.ents[r.lo:r.hi])
 			d.size += r.hi - r.lo
@@ -53,7 +52,7 @@ func (x *summaryIndex) driver(q *cve.ListQuery, matched *searchSet) *listDriver 
 	if matched != nil {
 		consider(&listDriver{matched: matched, size: matched.n})
 	}
-	if best == nil && enumerateAlways {
+	if best == nil && EnumerateAlways {
 		keys := x.orders["key"]
 		consider(&listDriver{runs: [][]entry{keys.ents}, size: len(keys.ents)})
 	}
@@ -62,7 +61,7 @@ func (x *summaryIndex) driver(q *cve.ListQuery, matched *searchSet) *listDriver 
 
 // enumerate answers a list as list does, by reading every entry of the
 // driver and keeping the first limit+1 rows that pass, in list order.
-func (x *summaryIndex) enumerate(p *catalog.ListPlan, q *cve.ListQuery, f *listFilter, d *listDriver) []int32 {
+func (x *summaryIndex) enumerate(p *ListPlan, q *cve.ListQuery, f *listFilter, d *listDriver) []int32 {
 	e := &enumeration{x: x, p: p, q: q, f: f, best: make([]int32, 0, p.Limit+1)}
 	for _, run := range d.runs {
 		for _, en := range run {
@@ -91,7 +90,7 @@ func (x *summaryIndex) enumerate(p *catalog.ListPlan, q *cve.ListQuery, f *listF
 // order of those it has read.
 type enumeration struct {
 	x    *summaryIndex
-	p    *catalog.ListPlan
+	p    *ListPlan
 	q    *cve.ListQuery
 	f    *listFilter
 	best []int32

@@ -1,24 +1,22 @@
-package sqlite
+package catalog
 
 import (
 	"cmp"
 	"context"
 	"fmt"
-	"log/slog"
 	"math"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/patchline/patchline/internal/catalog"
 	"github.com/patchline/patchline/internal/cve"
 )
 
 // summaryIndex holds the list columns of every record in memory, in key
 // order, with the order of each sort key: List filters and sorts, and Walk
 // streams, from it instead of the database for as long as the catalog
-// keeps the data version it was read at. Its rows never change once built:
-// a new index replaces it.
+// keeps the version it was read at (SummarySource.Version), on either
+// engine. Its rows never change once built: a new index replaces it.
 //
 // An order is a run of entries, one for each record a list may show (not
 // rejected), each the record's row number and its filter columns packed
@@ -45,7 +43,8 @@ type summaryIndex struct {
 	kevN, fixN int
 	sevN       [sevCodes]int
 
-	// searches holds the rows matched by the last searches, by FTS5 query.
+	// searches holds the rows matched by the last searches, by full-text
+	// query.
 	mu       sync.Mutex
 	searches map[string]*searchSet
 }
@@ -134,7 +133,7 @@ const (
 	rowFix
 )
 
-// value is the row's value of a sort column, as catalog.SortValue gives it.
+// value is the row's value of a sort column, as SortValue gives it.
 func (r *indexRow) value(col string) float64 {
 	switch col {
 	case "cvss":
@@ -194,11 +193,10 @@ func epssCode(e float64) uint32 {
 	return 1 + uint32(e*epssBucket)
 }
 
-// buildSummaryIndex reads the list columns of every record at the data
-// version it is given, seen before it starts: two walks of covering
-// indexes, one of every record and one of the records not rejected.
-func buildSummaryIndex(ctx context.Context, d *DB, version int64) (*summaryIndex, error) {
-	tx, err := d.db.Read.BeginTx(ctx, nil)
+// buildSummaryIndex reads the list columns of every record at the version
+// it is given, seen before it starts, in one snapshot.
+func buildSummaryIndex(ctx context.Context, src *SummarySource, version int64) (*summaryIndex, error) {
+	tx, err := src.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -224,8 +222,7 @@ func buildSummaryIndex(ctx context.Context, d *DB, version int64) (*summaryIndex
 		interned[*s] = i
 		return i, nil
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT key, severity, cvss, cvss_version, epss, is_kev, has_fix, published, modified
-		FROM records INDEXED BY records_summary ORDER BY key`)
+	rows, err := tx.QueryContext(ctx, src.Rows)
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +260,7 @@ func buildSummaryIndex(ctx context.Context, d *DB, version int64) (*summaryIndex
 	}
 	rows.Close()
 	// The records listed are those of the partial index of the key order.
-	listed, err := catalog.QueryKeys(ctx, tx, `SELECT key FROM records INDEXED BY records_list_key WHERE rejected = 0 ORDER BY key`)
+	listed, err := QueryKeys(ctx, tx, src.Listed)
 	if err != nil {
 		return nil, err
 	}
@@ -310,7 +307,7 @@ func (x *summaryIndex) sortOrders() {
 		x.pubRange[a>>yearShift&(yearCodes-1)].add(float64(r.published))
 	}
 	x.orders = map[string]*order{"key": keyOrder}
-	for _, col := range catalog.SortColumns {
+	for _, col := range SortColumns {
 		if col == "key" {
 			continue
 		}
@@ -344,7 +341,7 @@ type summaryValues struct {
 }
 
 // summarize appends the summaries of n rows, the i-th that of row
-// rowAt(i), to dst, as catalog.ScanSummary reads them. Their numbers,
+// rowAt(i), to dst, as ScanSummary reads them. Their numbers,
 // times and ids are allocated once for all, their strings shared with the
 // index.
 func (x *summaryIndex) summarize(dst []cve.Summary, n int, rowAt func(int) int) []cve.Summary {
@@ -427,120 +424,4 @@ func (x *summaryIndex) walk(ctx context.Context, from int64, fn func(cve.Summary
 		}
 	}
 	return nil
-}
-
-// summaries keeps the catalog's summary index, building a new one in the
-// background when the catalog has changed since the last.
-type summaries struct {
-	d      *DB
-	ctx    context.Context // of the builds; cancelled by close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	mu       sync.Mutex
-	cur      *summaryIndex
-	building bool
-	retry    time.Time // no build before, after a failed one
-}
-
-// retryBuild is how long a failed build waits before the next.
-const retryBuild = 30 * time.Second
-
-func newSummaries(d *DB) *summaries {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &summaries{d: d, ctx: ctx, cancel: cancel}
-}
-
-// Ways of keeping the summary index (tests choose).
-const (
-	indexInBackground = iota // build after a change, read the database meanwhile
-	indexInline              // build after a change before answering
-	indexOff                 // always read the database
-)
-
-// summaryIndexMode is how every catalog keeps its summary index.
-var summaryIndexMode = indexInBackground
-
-// at returns the index at version, or nil when there is none yet; then
-// it starts building one, unless a build is under way.
-func (s *summaries) at(ctx context.Context, version int64) (*summaryIndex, error) {
-	if summaryIndexMode == indexInline {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.cur == nil || s.cur.version != version {
-			x, err := buildSummaryIndex(ctx, s.d, version)
-			if err != nil {
-				return nil, err
-			}
-			s.cur = x
-		}
-		return s.cur, nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cur != nil && s.cur.version == version {
-		return s.cur, nil
-	}
-	if s.building || time.Now().Before(s.retry) || s.ctx.Err() != nil {
-		return nil, nil
-	}
-	s.building = true
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		start := time.Now()
-		// The version is taken again: a commit may have come since.
-		x, err := func() (*summaryIndex, error) {
-			v, err := s.d.db.DataVersion(s.ctx)
-			if err != nil {
-				return nil, err
-			}
-			return buildSummaryIndex(s.ctx, s.d, v)
-		}()
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.building = false
-		if err != nil {
-			if s.ctx.Err() == nil {
-				slog.Warn("catalog summary index: build failed; lists are read from the database", "err", err)
-				s.retry = time.Now().Add(retryBuild)
-			}
-			return
-		}
-		s.cur = x
-		slog.Debug("catalog summary index built", "records", len(x.rows), "took", time.Since(start))
-	}()
-	return nil, nil
-}
-
-// WarmSummaries builds the summary index of the catalog as it is now,
-// unless it is built, and returns once it is: the lists and streams that
-// follow answer from memory. Benchmarks call it; serve builds the index in
-// the background instead, the database answering meanwhile.
-func (d *DB) WarmSummaries(ctx context.Context) error {
-	v, err := d.db.DataVersion(ctx)
-	if err != nil {
-		return err
-	}
-	s := d.summaries
-	s.mu.Lock()
-	built := s.cur != nil && s.cur.version == v
-	s.mu.Unlock()
-	if built {
-		return nil
-	}
-	x, err := buildSummaryIndex(ctx, d, v)
-	if err != nil {
-		return fmt.Errorf("build the summary index: %w", err)
-	}
-	s.mu.Lock()
-	s.cur = x
-	s.mu.Unlock()
-	return nil
-}
-
-// close stops a build under way and waits for it.
-func (s *summaries) close() {
-	s.cancel()
-	s.wg.Wait()
 }

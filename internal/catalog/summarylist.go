@@ -1,4 +1,4 @@
-package sqlite
+package catalog
 
 import (
 	"cmp"
@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/patchline/patchline/internal/catalog"
 	"github.com/patchline/patchline/internal/cve"
 )
 
@@ -27,9 +26,9 @@ import (
 // and past that the list reads every entry of the driver instead and keeps
 // the first rows of the page in list order as it finds them.
 
-// enumerateAlways makes every list read its driver, or every entry when
+// EnumerateAlways makes every list read its driver, or every entry when
 // it has none, rather than walk its order. Tests set it.
-var enumerateAlways = false
+var EnumerateAlways = false
 
 // walkPerDriver is how many entries a walk may read for each entry of the
 // driver: reading the driver costs about four steps of a walk per entry.
@@ -143,7 +142,7 @@ func (f *listFilter) keep(e entry) bool {
 
 // list answers a query whose plan p is valid, with the rows matching the
 // search in matched (nil without a search).
-func (x *summaryIndex) list(p *catalog.ListPlan, q *cve.ListQuery, matched *searchSet) cve.Page {
+func (x *summaryIndex) list(p *ListPlan, q *cve.ListQuery, matched *searchSet) cve.Page {
 	var set rowSet
 	if matched != nil {
 		set = matched.rows
@@ -172,7 +171,7 @@ func (x *summaryIndex) list(p *catalog.ListPlan, q *cve.ListQuery, matched *sear
 	drive := x.driver(q, matched)
 	budget := n
 	switch {
-	case enumerateAlways:
+	case EnumerateAlways:
 		budget = 0
 	case drive != nil && walkPerDriver*drive.size < n:
 		budget = walkPerDriver * drive.size
@@ -283,7 +282,7 @@ func (x *summaryIndex) yearRuns(o *order, q *cve.ListQuery, lo, hi int) []run {
 	var runs []run
 	for _, b := range blocks {
 		for _, y := range slices.Compact(years) {
-			klo, khi := catalog.YearKeys(y)
+			klo, khi := YearKeys(y)
 			r := x.keyRun(o, b, klo, khi)
 			if r.lo < r.hi {
 				runs = append(runs, r)
@@ -296,7 +295,7 @@ func (x *summaryIndex) yearRuns(o *order, q *cve.ListQuery, lo, hi int) []run {
 // walkEstimate returns how many entries a walk would read to find a page,
 // were the filters that do not bound the walk independent of each other
 // and of the order; size is that of the driver.
-func (x *summaryIndex) walkEstimate(p *catalog.ListPlan, q *cve.ListQuery, matched *searchSet, size int) int {
+func (x *summaryIndex) walkEstimate(p *ListPlan, q *cve.ListQuery, matched *searchSet, size int) int {
 	n := float64(len(x.orders["key"].ents))
 	sel := 1.0
 	if q.KEV != nil && p.Col != "is_kev" {
@@ -338,7 +337,7 @@ func (x *summaryIndex) walkEstimate(p *catalog.ListPlan, q *cve.ListQuery, match
 
 // bounds returns the run [lo, hi) of the entries of o that the filters
 // on its column and the cursor of q leave.
-func (x *summaryIndex) bounds(o *order, p *catalog.ListPlan, q *cve.ListQuery) (lo, hi int) {
+func (x *summaryIndex) bounds(o *order, p *ListPlan, q *cve.ListQuery) (lo, hi int) {
 	r := whole
 	switch o.col {
 	case "epss":
@@ -426,7 +425,7 @@ func (x *summaryIndex) yearRange(years []int) valueRange {
 }
 
 // compare orders a row and a position ascending, as List orders rows.
-func (x *summaryIndex) compare(p *catalog.ListPlan, r *indexRow, pos *cve.Position) int {
+func (x *summaryIndex) compare(p *ListPlan, r *indexRow, pos *cve.Position) int {
 	c := cmp.Compare(r.key, pos.Key)
 	if p.Col != "key" {
 		c = cmp.Or(cmp.Compare(r.value(p.Col), pos.Value), c)
@@ -436,7 +435,7 @@ func (x *summaryIndex) compare(p *catalog.ListPlan, r *indexRow, pos *cve.Positi
 
 // page returns the page of rows, which are in list order and hold one
 // row more than the page when more follow.
-func (x *summaryIndex) page(p *catalog.ListPlan, rows []int32) cve.Page {
+func (x *summaryIndex) page(p *ListPlan, rows []int32) cve.Page {
 	n := min(len(rows), p.Limit)
 	if n == 0 {
 		return cve.Page{}
@@ -449,7 +448,7 @@ func (x *summaryIndex) page(p *catalog.ListPlan, rows []int32) cve.Page {
 	return page
 }
 
-// search returns the rows that match an FTS5 query, from the searches the
+// search returns the rows that match a full-text query, from the searches the
 // index keeps or by asking keys for the keys of the matching records.
 func (x *summaryIndex) search(match string, keys func() ([]int64, error)) (*searchSet, error) {
 	x.mu.Lock()
@@ -489,11 +488,4 @@ func (x *summaryIndex) search(match string, keys func() ([]int64, error)) (*sear
 	}
 	x.searches[match] = set
 	return set, nil
-}
-
-func boolValue(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
 }
