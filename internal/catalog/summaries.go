@@ -77,7 +77,7 @@ func (s *Summaries) current(ctx context.Context) (*summaryIndex, error) {
 	}
 	version, err := s.src.Version(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("catalog version: %w", err)
 	}
 	if SummaryIndexMode == IndexInline {
 		s.mu.Lock()

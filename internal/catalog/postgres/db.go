@@ -15,7 +15,8 @@
 // search on a tsvector column built by the store, and the ingest's
 // advisory lock. The summary index of lists and walks is the catalog's
 // (catalog.Summaries), kept by the catalog's version, which triggers
-// change with every change of records (migrations/004_catalog_version.sql).
+// change with every change of its records, facts, lifecycles or ingest
+// runs (migrations/004_catalog_version.sql).
 //
 // The write transaction and the shared reads run through pgx's
 // database/sql adapter; the hot reads of the lookup API (a record, a
