@@ -35,6 +35,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -55,6 +57,8 @@ type DB struct {
 	*catalog.SQLReads
 	// summaries answers lists and walks from memory.
 	summaries *catalog.Summaries
+	// version is the last answer of Version.
+	version atomic.Pointer[versionAnswer]
 }
 
 var (
@@ -88,10 +92,54 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 // runs replaces, whichever replica or command makes it. The summary
 // index, the counts and the lookup API's streams are kept for as long as
 // it stays the same.
+//
+// A call takes the last answer when its question was asked less than
+// versionWindow before the call came, as the SQLite catalog's data version
+// does: a commit of another process is seen by the calls that come
+// versionWindow after it, one of this process at once (writeTx.Commit
+// forgets the answer), and a replica answering thousands of lists a
+// second asks the server about once a millisecond rather than once a list.
 func (d *DB) Version(ctx context.Context) (int64, error) {
-	var v int64
-	err := d.pool.QueryRow(ctx, `SELECT n FROM catalog_version`).Scan(&v)
-	return v, err
+	came := time.Now()
+	if a := d.version.Load(); a != nil && !a.forgotten && came.Sub(a.asked) < versionWindow {
+		return a.n, nil
+	}
+	var n int64
+	if err := d.pool.QueryRow(ctx, `SELECT n FROM catalog_version`).Scan(&n); err != nil {
+		return 0, err
+	}
+	d.keepVersion(&versionAnswer{asked: came, n: n})
+	return n, nil
+}
+
+// versionWindow is how long an answer of Version serves the calls that
+// come after its question was asked. Tests change it.
+var versionWindow = time.Millisecond
+
+// versionAnswer is an answer of Version and when its question was asked;
+// a forgotten one answers nothing.
+type versionAnswer struct {
+	asked     time.Time
+	n         int64
+	forgotten bool
+}
+
+// keepVersion keeps a as the last answer unless a question asked after
+// its own has been answered or forgotten since.
+func (d *DB) keepVersion(a *versionAnswer) {
+	for {
+		old := d.version.Load()
+		if old != nil && old.asked.After(a.asked) || d.version.CompareAndSwap(old, a) {
+			return
+		}
+	}
+}
+
+// forgetVersion makes the calls of Version that come after it ask the
+// server, and keeps the answers of questions asked before it from
+// serving them: this process has just committed.
+func (d *DB) forgetVersion() {
+	d.keepVersion(&versionAnswer{asked: time.Now(), forgotten: true})
 }
 
 // WarmSummaries builds the summary index of the catalog as it is now

@@ -162,6 +162,7 @@ func TestSearchPath(t *testing.T) {
 	}
 	// A session of another search_path changes the records, and with them
 	// the catalog's version.
+	withVersionWindow(t, 0)
 	v1, err := db.Version(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -180,6 +181,7 @@ func TestSearchPath(t *testing.T) {
 // that changed none.
 func TestReplicaSeesChanges(t *testing.T) {
 	catalogtest.WithSummaryIndex(t, catalog.IndexInline)
+	withVersionWindow(t, 0) // every call asks
 	dsn := pgtest.NewDatabase(t)
 	a, b := mustOpenDSN(t, dsn), mustOpenDSN(t, dsn)
 	ctx := context.Background()
@@ -225,6 +227,43 @@ func TestReplicaSeesChanges(t *testing.T) {
 	}
 	if _, _, st3 := count(); !st3.Updated.Equal(time.Unix(1_900_000_001, 0)) {
 		t.Errorf("after an ingest run: updated %v, want %v", st3.Updated, time.Unix(1_900_000_001, 0).UTC())
+	}
+}
+
+// withVersionWindow runs the test with the window of Version set to w.
+func withVersionWindow(t *testing.T, w time.Duration) {
+	old := versionWindow
+	versionWindow = w
+	t.Cleanup(func() { versionWindow = old })
+}
+
+// TestVersionWindow checks that an answer of Version serves the calls of
+// its window, that a commit of another process is seen once the window
+// has passed, and one of this process at once.
+func TestVersionWindow(t *testing.T) {
+	withVersionWindow(t, time.Hour)
+	dsn := pgtest.NewDatabase(t)
+	a, b := mustOpenDSN(t, dsn), mustOpenDSN(t, dsn)
+	ctx := context.Background()
+	version := func(db *DB) int64 {
+		t.Helper()
+		v, err := db.Version(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	va, vb := version(a), version(b)
+	catalogtest.PutRows(t, a, catalogtest.GenRows(rand.New(rand.NewPCG(5, 6)), 3))
+	if v := version(a); v == va {
+		t.Error("the process that committed does not see its own commit")
+	}
+	if v := version(b); v != vb {
+		t.Error("another process asked the server within the window")
+	}
+	versionWindow = 0
+	if v := version(b); v == vb {
+		t.Error("another process does not see the commit once the window has passed")
 	}
 }
 

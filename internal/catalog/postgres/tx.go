@@ -26,7 +26,7 @@ func (d *DB) Begin(ctx context.Context) (catalog.Tx, error) {
 		tx.Rollback()
 		return nil, fmt.Errorf("begin ingest: wait for the ingest lock: %w", err)
 	}
-	return &writeTx{SQLTx: &catalog.SQLTx{Tx: tx, Text: pgdb.Text, SourcesJSON: sourcesJSON}, tx: tx}, nil
+	return &writeTx{SQLTx: &catalog.SQLTx{Tx: tx, Text: pgdb.Text, SourcesJSON: sourcesJSON}, tx: tx, d: d}, nil
 }
 
 // sourcesJSON is the text of the dataSources array of a record's body.
@@ -38,12 +38,15 @@ type writeTx struct {
 	// SQLTx runs the statements both stores share.
 	*catalog.SQLTx
 	tx *sql.Tx
+	d  *DB
 }
 
 // Commit implements catalog.Tx. It fails once the context of Begin is
 // done.
 func (t *writeTx) Commit() error {
-	return errs.Wrapf(t.tx.Commit(), "commit")
+	err := t.tx.Commit()
+	t.d.forgetVersion()
+	return errs.Wrapf(err, "commit")
 }
 
 // Rollback implements catalog.Tx: it ends the transaction, if Commit did
