@@ -123,7 +123,7 @@ func (s *SQLReads) Stats(ctx context.Context) (cve.Stats, error) {
 	if s.stats != nil && s.statsVersion == version {
 		return *s.stats, nil
 	}
-	st, err := s.CountStats(ctx)
+	st, err := s.countStats(ctx)
 	if err != nil {
 		return st, err
 	}
@@ -131,9 +131,9 @@ func (s *SQLReads) Stats(ctx context.Context) (cve.Stats, error) {
 	return st, nil
 }
 
-// CountStats counts the records, the rejected records and the facts of
+// countStats counts the records, the rejected records and the facts of
 // the catalog, and reads the end of its newest ingest run.
-func (s *SQLReads) CountStats(ctx context.Context) (cve.Stats, error) {
+func (s *SQLReads) countStats(ctx context.Context) (cve.Stats, error) {
 	var st cve.Stats
 	var updated sql.NullInt64
 	err := s.DB.QueryRowContext(ctx, `SELECT

@@ -135,7 +135,7 @@ func (s *Summaries) current(ctx context.Context) (*summaryIndex, error) {
 func (s *Summaries) Warm(ctx context.Context) error {
 	v, err := s.src.Version(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("catalog version: %w", err)
 	}
 	s.mu.Lock()
 	built := s.cur != nil && s.cur.version == v
