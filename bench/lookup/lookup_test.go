@@ -43,7 +43,7 @@ func serverOf(b *testing.B) (*lookupapi.Server, int) {
 		if db, serverErr = catalogsqlite.Open(ctx, path); serverErr != nil {
 			return
 		}
-		if err := db.WarmSummaries(ctx); err != nil {
+		if err := db.Warm(ctx); err != nil {
 			serverErr = err
 			return
 		}

@@ -16,12 +16,14 @@ import (
 
 // catalogStore is what the subcommands need of a catalog backend: the store
 // of records and ingest runs, the state of the upstream syncs, and what it
-// knows of its sources, and a dump of every row.
+// knows of its sources, a dump of every row, and the building of the
+// summary index that answers its lists.
 type catalogStore interface {
 	catalog.Store
 	catalog.SyncStates
 	cve.SourceCatalog
 	Dump(ctx context.Context, to catalog.DumpTarget) error
+	Warm(ctx context.Context) error
 }
 
 var (

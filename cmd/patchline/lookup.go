@@ -34,6 +34,13 @@ func (m *Main) openLookup(ctx context.Context) (http.Handler, error) {
 		return nil, err
 	}
 	m.catalog = db
+	// Lists and walks wait for the summary index of the catalog as it is:
+	// built now, it spares the first of them the wait.
+	go func() {
+		if err := db.Warm(ctx); err != nil && ctx.Err() == nil {
+			m.Logger.Warn("catalog summary index not built", "err", err)
+		}
+	}()
 	// One index of the catalog's fixes serves the package queries of this
 	// listener and the exposure of the control service's agents, which
 	// keeps it fresh (openControl).

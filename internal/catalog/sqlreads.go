@@ -93,24 +93,6 @@ func (s *SQLReads) LastIngests(ctx context.Context) ([]cve.SourceIngest, error) 
 	return l.Result(), nil
 }
 
-// WalkFrom calls fn with the summary of each record whose key is above
-// from, in key order, reading one query's rows as the database sends them.
-func (s *SQLReads) WalkFrom(ctx context.Context, from int64, fn func(cve.Summary) error) error {
-	var fnErr error
-	err := EachRow(ctx, s.DB, `SELECT `+SummaryColumns+` FROM records WHERE key > $1 ORDER BY key`, func(rows *sql.Rows) error {
-		sum, _, err := ScanSummary(rows)
-		if err != nil {
-			return err
-		}
-		fnErr = fn(sum)
-		return fnErr
-	}, from)
-	if err != nil && err != fnErr {
-		return fmt.Errorf("walk records: %w", err)
-	}
-	return err
-}
-
 // Stats implements cve.Catalog. Counting the facts reads the whole
 // table, so the counts are kept until the catalog's version changes.
 func (s *SQLReads) Stats(ctx context.Context) (cve.Stats, error) {

@@ -13,10 +13,12 @@ import (
 	"github.com/patchline/patchline/internal/cve"
 )
 
-// The summary index of a catalog on either engine, kept for as long as the
-// catalog keeps the version it was read at: the engine names its version,
-// how to read the list columns in one snapshot and its full-text search;
-// the index (summaryindex.go) does the rest.
+// The summary index of a catalog on either engine is the one way its
+// lists and walks are answered: the engine names its version, how to read
+// the list columns in one snapshot and its full-text search; the index
+// (summaryindex.go) does the rest. A list or walk that finds the catalog
+// changed since the index was built waits for the next build, so that it
+// sees every commit that came before it, as a read of the database would.
 
 // SummarySource is what an engine gives its summary index.
 type SummarySource struct {
@@ -30,13 +32,17 @@ type SummarySource struct {
 	// Listed the keys of the records a list shows, in order, each with the
 	// engine's planner hints.
 	Rows, Listed string
-	// SearchKeys returns the keys of the records that match a query of
-	// the engine's full-text search (ListDialect.Search).
+	// Search turns the words of a search into the engine's full-text
+	// query: "" when nothing can match, errs.ErrInvalid for too many
+	// words.
+	Search func(text string) (string, error)
+	// SearchKeys returns the keys of the records that match a query
+	// Search made; those of rejected records may be left out.
 	SearchKeys func(ctx context.Context, match string) ([]int64, error)
 }
 
-// Summaries keeps the summary index of a catalog, building a new one in
-// the background when the catalog has changed since the last.
+// Summaries keeps the summary index of a catalog and answers its lists and
+// walks (cve.Catalog's List and Walk) from it.
 type Summaries struct {
 	src    SummarySource
 	ctx    context.Context // of the builds; cancelled by Close
@@ -45,164 +51,153 @@ type Summaries struct {
 
 	mu       sync.Mutex
 	cur      *summaryIndex
-	building bool
-	retry    time.Time // no build before, after a failed one
+	building *summaryBuild // nil when no build is under way
 }
 
-// retryBuild is how long a failed build waits before the next.
-const retryBuild = 30 * time.Second
+// summaryBuild is a build of the index that callers wait for.
+type summaryBuild struct {
+	done chan struct{} // closed when x or err is set
+	x    *summaryIndex
+	err  error
+}
 
 // NewSummaries returns the summary index of the catalog of src, which it
-// builds when a list or a walk first asks.
+// builds when a list or a walk first asks, or Warm.
 func NewSummaries(src SummarySource) *Summaries {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Summaries{src: src, ctx: ctx, cancel: cancel}
 }
 
-// Ways of keeping the summary index (tests choose).
-const (
-	IndexInBackground = iota // build after a change, read the database meanwhile
-	IndexInline              // build after a change before answering
-	IndexOff                 // always read the database
-)
-
-// SummaryIndexMode is how every catalog keeps its summary index.
-var SummaryIndexMode = IndexInBackground
-
-// current returns the index if it holds the catalog as it is now, nil
-// otherwise; then it starts building one, unless a build is under way.
-func (s *Summaries) current(ctx context.Context) (*summaryIndex, error) {
-	if SummaryIndexMode == IndexOff {
-		return nil, nil
-	}
-	version, err := s.src.Version(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("catalog version: %w", err)
-	}
-	if SummaryIndexMode == IndexInline {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.cur == nil || s.cur.version != version {
-			x, err := buildSummaryIndex(ctx, &s.src, version)
-			if err != nil {
-				return nil, err
-			}
-			s.cur = x
+// index returns the index of the catalog as it is now. When the catalog
+// has changed since the last build, it starts a build (one at a time:
+// callers that come meanwhile wait for the same one) and waits for it.
+// The build runs on the Summaries' context, so that a caller that gives up
+// does not end it for the others.
+func (s *Summaries) index(ctx context.Context) (*summaryIndex, error) {
+	for {
+		version, err := s.src.Version(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("catalog version: %w", err)
 		}
-		return s.cur, nil
+		s.mu.Lock()
+		if x := s.cur; x != nil && x.version == version {
+			s.mu.Unlock()
+			return x, nil
+		}
+		b := s.building
+		if b == nil {
+			b = &summaryBuild{done: make(chan struct{})}
+			s.building = b
+			s.wg.Add(1)
+			go s.build(b)
+		}
+		s.mu.Unlock()
+		select {
+		case <-b.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if b.err != nil {
+			return nil, fmt.Errorf("build the summary index: %w", b.err)
+		}
+		// The build read the catalog at a version taken when it began,
+		// which a commit may have passed since: ask again.
+	}
+}
+
+// build builds the index of the catalog at the version it sees first.
+func (s *Summaries) build(b *summaryBuild) {
+	defer s.wg.Done()
+	start := time.Now()
+	version, err := s.src.Version(s.ctx)
+	if err == nil {
+		b.x, b.err = buildSummaryIndex(s.ctx, &s.src, version)
+	} else {
+		b.err = err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cur != nil && s.cur.version == version {
-		return s.cur, nil
+	s.building = nil
+	if b.err == nil {
+		s.cur = b.x
 	}
-	if s.building || time.Now().Before(s.retry) || s.ctx.Err() != nil {
-		return nil, nil
+	s.mu.Unlock()
+	close(b.done)
+	if b.err == nil {
+		slog.Debug("catalog summary index built", "records", len(b.x.rows), "took", time.Since(start))
 	}
-	s.building = true
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		start := time.Now()
-		// The version is taken again: a commit may have come since.
-		x, err := func() (*summaryIndex, error) {
-			v, err := s.src.Version(s.ctx)
-			if err != nil {
-				return nil, err
-			}
-			return buildSummaryIndex(s.ctx, &s.src, v)
-		}()
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.building = false
-		if err != nil {
-			if s.ctx.Err() == nil {
-				slog.Warn("catalog summary index: build failed; lists are read from the database", "err", err)
-				s.retry = time.Now().Add(retryBuild)
-			}
-			return
-		}
-		s.cur = x
-		slog.Debug("catalog summary index built", "records", len(x.rows), "took", time.Since(start))
-	}()
-	return nil, nil
 }
 
 // Warm builds the summary index of the catalog as it is now, unless it is
-// built, and returns once it is: the lists and walks that follow answer
-// from memory. Benchmarks call it; serve builds the index in the
-// background instead, the database answering meanwhile.
+// built, and returns once it is. serve calls it at start, so that its
+// first list need not wait.
 func (s *Summaries) Warm(ctx context.Context) error {
-	v, err := s.src.Version(ctx)
-	if err != nil {
-		return fmt.Errorf("catalog version: %w", err)
-	}
-	s.mu.Lock()
-	built := s.cur != nil && s.cur.version == v
-	s.mu.Unlock()
-	if built {
-		return nil
-	}
-	x, err := buildSummaryIndex(ctx, &s.src, v)
-	if err != nil {
-		return fmt.Errorf("build the summary index: %w", err)
-	}
-	s.mu.Lock()
-	s.cur = x
-	s.mu.Unlock()
-	return nil
+	_, err := s.index(ctx)
+	return err
 }
 
-// List answers a list of plan p from the summary index, when it holds the
-// catalog as it is now; ok is false when it does not, and the engine
-// reads the database.
-func (s *Summaries) List(ctx context.Context, p *ListPlan, q cve.ListQuery) (page cve.Page, ok bool, err error) {
-	if q.After != nil && math.IsNaN(q.After.Value) {
-		return page, false, nil // what the database makes of it is its own
+// List implements cve.Catalog. Rejected records are left out. Rows are
+// ordered by the sort column, then by CVE id, both in the direction of q;
+// missing values sort lowest. It returns errs.ErrInvalid for a sort key,
+// severity or limit it does not know and for a search of too many words.
+func (s *Summaries) List(ctx context.Context, q cve.ListQuery) (cve.Page, error) {
+	p, err := NewListPlan(q, s.src.Search)
+	if err != nil {
+		return cve.Page{}, err
 	}
-	x, err := s.current(ctx)
-	if x == nil || err != nil {
-		return page, false, err
+	if p.Empty || q.After != nil && math.IsNaN(q.After.Value) {
+		return cve.Page{}, nil // no row matches; no row follows NaN
 	}
-	var matched *searchSet
-	if p.Match != "" {
-		matched, err = x.search(p.Match, func() ([]int64, error) {
-			keys, err := s.src.SearchKeys(ctx, p.Match)
-			if err != nil {
-				return nil, fmt.Errorf("list records: search: %w", err)
-			}
-			// The search must have read the catalog the index holds.
-			v, err := s.src.Version(ctx)
-			if err != nil {
-				return nil, err
-			}
-			if v != x.version {
-				return nil, errStale
-			}
-			return keys, nil
-		})
-		if errors.Is(err, errStale) {
-			return page, false, nil
-		}
+	for attempt := 1; ; attempt++ {
+		x, err := s.index(ctx)
 		if err != nil {
-			return page, false, err
+			return cve.Page{}, fmt.Errorf("list records: %w", err)
 		}
+		var matched *searchSet
+		if p.Match != "" {
+			matched, err = x.search(p.Match, func() ([]int64, error) {
+				keys, err := s.src.SearchKeys(ctx, p.Match)
+				if err != nil {
+					return nil, err
+				}
+				// The search should have read the catalog the index
+				// holds; after a few tries with a catalog that changes
+				// between the two, the index keeps the keys it holds.
+				v, err := s.src.Version(ctx)
+				if err == nil && v != x.version && attempt < maxStaleSearches {
+					err = errStale
+				}
+				return keys, err
+			})
+			if errors.Is(err, errStale) {
+				continue
+			}
+			if err != nil {
+				return cve.Page{}, fmt.Errorf("list records: search: %w", err)
+			}
+		}
+		return x.list(p, &q, matched), nil
 	}
-	return x.list(p, &q, matched), true, nil
 }
+
+// maxStaleSearches bounds the tries of a search whose catalog changes
+// while it runs.
+const maxStaleSearches = 3
 
 // errStale says that the catalog changed while the summary index was read.
 var errStale = errors.New("the catalog changed")
 
-// Walk calls fn for every record after the key from, in key order, from
-// the summary index when it holds the catalog as it is now; ok is false
-// when it does not, and the engine reads the database.
-func (s *Summaries) Walk(ctx context.Context, from int64, fn func(cve.Summary) error) (ok bool, err error) {
-	x, err := s.current(ctx)
-	if x == nil || err != nil {
-		return false, err
+// Walk implements cve.Catalog: it calls fn for every record after the CVE
+// id after ("" for all), in key order.
+func (s *Summaries) Walk(ctx context.Context, after string, fn func(cve.Summary) error) error {
+	from, err := WalkStart(after)
+	if err != nil {
+		return err
 	}
-	return true, x.walk(ctx, from, fn)
+	x, err := s.index(ctx)
+	if err != nil {
+		return fmt.Errorf("walk records: %w", err)
+	}
+	return x.walk(ctx, from, fn)
 }
 
 // Close stops a build under way and waits for it.

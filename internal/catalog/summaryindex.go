@@ -14,9 +14,9 @@ import (
 
 // summaryIndex holds the list columns of every record in memory, in key
 // order, with the order of each sort key: List filters and sorts, and Walk
-// streams, from it instead of the database for as long as the catalog
-// keeps the version it was read at (SummarySource.Version), on either
-// engine. Its rows never change once built: a new index replaces it.
+// streams, from it, on either engine, for as long as the catalog keeps the
+// version it was read at (SummarySource.Version). Its rows never change
+// once built: a new index replaces it (summaries.go).
 //
 // An order is a run of entries, one for each record a list may show (not
 // rejected), each the record's row number and its filter columns packed
@@ -133,7 +133,9 @@ const (
 	rowFix
 )
 
-// value is the row's value of a sort column, as SortValue gives it.
+// value is the row's value of a sort column, the value of a position in
+// its order: numbers as they are, times as Unix seconds, booleans as 0 or
+// 1, missing values as -1.
 func (r *indexRow) value(col string) float64 {
 	switch col {
 	case "cvss":
@@ -151,8 +153,11 @@ func (r *indexRow) value(col string) float64 {
 }
 
 // flag is 1 when the row has flag f, 0 otherwise.
-func (r *indexRow) flag(f uint8) float64 {
-	if r.flags&f != 0 {
+func (r *indexRow) flag(f uint8) float64 { return boolValue(r.flags&f != 0) }
+
+// boolValue is a boolean's value in a sort order.
+func boolValue(b bool) float64 {
+	if b {
 		return 1
 	}
 	return 0
@@ -341,9 +346,9 @@ type summaryValues struct {
 }
 
 // summarize appends the summaries of n rows, the i-th that of row
-// rowAt(i), to dst, as ScanSummary reads them. Their numbers,
-// times and ids are allocated once for all, their strings shared with the
-// index.
+// rowAt(i), to dst: missing numbers left out, times from Unix seconds.
+// Their numbers, times and ids are allocated once for all, their strings
+// shared with the index.
 func (x *summaryIndex) summarize(dst []cve.Summary, n int, rowAt func(int) int) []cve.Summary {
 	// The rows are copied first, in a loop whose reads do not wait for
 	// each other: the rows of a page lie far apart, and their reads from

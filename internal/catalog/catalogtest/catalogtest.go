@@ -60,6 +60,7 @@ func Run(t *testing.T, open Open) {
 		{"ListStableUnderChanges", testListStableUnderChanges},
 		{"ListInvalid", testListInvalid},
 		{"ListOddPositions", testListOddPositions},
+		{"ListRandom", testListRandom},
 		{"SyncStates", testSyncStates},
 		{"SyncLease", testSyncLease},
 		{"SourceCatalog", testSourceCatalog},

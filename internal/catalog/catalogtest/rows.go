@@ -161,7 +161,9 @@ func wantList(rows []catalog.Row, q cve.ListQuery) []string {
 // PageAll pages through q with q.Limit rows a page and returns every id,
 // calling between (when set) between pages. It checks that no page is
 // longer than the limit and that only the last one is short.
-func PageAll(tb testing.TB, c cve.Catalog, q cve.ListQuery, between func()) []string {
+func PageAll(tb testing.TB, c interface {
+	List(context.Context, cve.ListQuery) (cve.Page, error)
+}, q cve.ListQuery, between func()) []string {
 	tb.Helper()
 	var ids []string
 	for pages := 0; ; pages++ {

@@ -55,8 +55,8 @@ type DB struct {
 	*catalog.SQLSyncStates
 	// SQLReads makes the reads both stores share, on the same adapter.
 	*catalog.SQLReads
-	// summaries answers lists and walks from memory.
-	summaries *catalog.Summaries
+	// Summaries answers lists and walks from memory.
+	*catalog.Summaries
 	// version is the last answer of Version.
 	version atomic.Pointer[versionAnswer]
 }
@@ -78,8 +78,8 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 	d := &DB{pool: pool, SQLSyncStates: &catalog.SQLSyncStates{Read: sqldb, Write: sqldb, Text: pgdb.Text},
 		SQLReads: &catalog.SQLReads{DB: sqldb, Snapshot: snapshot}}
 	d.SQLReads.Version = d.Version
-	d.summaries = catalog.NewSummaries(catalog.SummarySource{
-		Version: d.Version, SearchKeys: d.searchKeys,
+	d.Summaries = catalog.NewSummaries(catalog.SummarySource{
+		Version: d.Version, Search: searchQuery, SearchKeys: d.searchKeys,
 		Begin:  func(ctx context.Context) (*sql.Tx, error) { return sqldb.BeginTx(ctx, snapshot) },
 		Rows:   `SELECT key, severity, cvss, cvss_version, epss, is_kev, has_fix, published, modified FROM records ORDER BY key`,
 		Listed: `SELECT key FROM records WHERE NOT rejected ORDER BY key`,
@@ -142,13 +142,9 @@ func (d *DB) forgetVersion() {
 	d.keepVersion(&versionAnswer{asked: time.Now(), forgotten: true})
 }
 
-// WarmSummaries builds the summary index of the catalog as it is now
-// (catalog.Summaries.Warm).
-func (d *DB) WarmSummaries(ctx context.Context) error { return d.summaries.Warm(ctx) }
-
 // Close closes the connection pool.
 func (d *DB) Close() error {
-	d.summaries.Close()
+	d.Summaries.Close()
 	d.SQLSyncStates.Read.Close()
 	d.pool.Close()
 	return nil
@@ -197,18 +193,4 @@ func (d *DB) ReadBodies(ctx context.Context, keys []int64, fn func(key int64, bo
 		fn(key, body)
 	}
 	return rows.Err()
-}
-
-// Walk implements cve.Catalog. It reads the summary index when it is up
-// to date, and otherwise one query's rows as the server sends them, so it
-// sees the catalog as it was when it began.
-func (d *DB) Walk(ctx context.Context, after string, fn func(cve.Summary) error) error {
-	from, err := catalog.WalkStart(after)
-	if err != nil {
-		return err
-	}
-	if ok, err := d.summaries.Walk(ctx, from, fn); ok || err != nil {
-		return err
-	}
-	return d.WalkFrom(ctx, from, fn)
 }

@@ -28,11 +28,10 @@ func mustOpenDSN(tb testing.TB, dsn string) *DB {
 
 func openStore(t *testing.T) catalog.Store { return mustOpen(t) }
 
-// TestCatalog runs the suite that every catalog store passes, in each way
-// of reading lists and walks (catalogtest.RunIndexed).
+// TestCatalog runs the suite that every catalog store passes.
 func TestCatalog(t *testing.T) {
 	pgtest.URL(t)
-	catalogtest.RunIndexed(t, openStore)
+	catalogtest.Run(t, openStore)
 }
 
 // BenchmarkSummaryIndexBuild builds the summary index of 30,000 records,
@@ -45,7 +44,7 @@ func BenchmarkSummaryIndexBuild(b *testing.B) {
 		if _, err := db.pool.Exec(ctx, `UPDATE catalog_version SET n = n + 1`); err != nil {
 			b.Fatal(err)
 		}
-		if err := db.WarmSummaries(ctx); err != nil {
+		if err := db.Warm(ctx); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -180,7 +179,6 @@ func TestSearchPath(t *testing.T) {
 // count, what another replica committed since: records, and an ingest run
 // that changed none.
 func TestReplicaSeesChanges(t *testing.T) {
-	catalogtest.WithSummaryIndex(t, catalog.IndexInline)
 	withVersionWindow(t, 0) // every call asks
 	dsn := pgtest.NewDatabase(t)
 	a, b := mustOpenDSN(t, dsn), mustOpenDSN(t, dsn)
@@ -346,68 +344,7 @@ func TestSyncLeaseRace(t *testing.T) {
 	}
 }
 
-// TestListPlans checks that the first page and a page after a position are
-// read from the sort column's index, in order, with no sort: every page
-// costs what the first does.
-func TestListPlans(t *testing.T) {
-	db := mustOpen(t)
-	ctx := context.Background()
-	catalogtest.PutRows(t, db, catalogtest.GenRows(rand.New(rand.NewPCG(7, 8)), 20000))
-	if _, err := db.pool.Exec(ctx, `ANALYZE records`); err != nil {
-		t.Fatal(err)
-	}
-	after := &cve.Position{Value: 1, Key: 2021_000_000_001_005}
-	for _, s := range []string{cve.SortPublished, cve.SortEPSS, cve.SortCVSS, cve.SortCVE, cve.SortFix, cve.SortKEV} {
-		for _, desc := range []bool{true, false} {
-			for _, q := range []cve.ListQuery{
-				{Sort: s, Desc: desc, Limit: 50},
-				{Sort: s, Desc: desc, Limit: 50, After: after},
-				{Sort: s, Desc: desc, Limit: 50, After: after, Fix: ptr(false)},
-			} {
-				p, err := catalog.NewListPlan(q, &dialect)
-				if err != nil {
-					t.Fatal(err)
-				}
-				steps := p.Steps()
-				if len(steps) != 1 {
-					t.Fatalf("a page in %d steps, want one", len(steps))
-				}
-				query, args := p.SQL(steps[0], p.Limit+1)
-				plan := explain(t, db, query, args)
-				// In key order, the primary key and the index of an
-				// equality filter on (filter, key) serve as well.
-				wantIndex := `"Index Name": "records_list_` + p.Col + `"`
-				if p.Col == "key" {
-					wantIndex = `"Node Type": "Index Scan"`
-				}
-				if strings.Contains(plan, `"Sort"`) || !strings.Contains(plan, wantIndex) {
-					t.Errorf("sort %s desc=%v after=%v fix=%v: want %s without a sort in plan\n%s", s, desc, q.After != nil, q.Fix != nil, wantIndex, plan)
-				}
-				if q.After != nil && s != cve.SortCVE && !slices.ContainsFunc(strings.Split(plan, "\n"), func(line string) bool {
-					return strings.Contains(line, `"Index Cond"`) && strings.Contains(line, "ROW("+p.Col+", key)")
-				}) {
-					t.Errorf("sort %s desc=%v: the position is not an index condition\n%s", s, desc, plan)
-				}
-			}
-		}
-	}
-}
-
 func ptr[T any](v T) *T { return &v }
-
-func explain(tb testing.TB, db *DB, query string, args []any) string {
-	tb.Helper()
-	var plan []byte
-	if err := db.pool.QueryRow(context.Background(), "EXPLAIN (FORMAT JSON) "+query, args...).Scan(&plan); err != nil {
-		tb.Fatal(err)
-	}
-	var v any
-	if err := json.Unmarshal(plan, &v); err != nil {
-		tb.Fatal(err)
-	}
-	out, _ := json.MarshalIndent(v, "", " ")
-	return string(out)
-}
 
 // TestSameAsSQLite ingests the bundled sample into both stores and compares
 // what they serve: every record, the walk, and pages of every order, filter

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"unicode"
@@ -18,6 +19,15 @@ import (
 // it, so that both stores find the same records. The stored tsvector and
 // the tsquery are written in their input syntax, which takes lexemes as
 // they are.
+
+// searchKeys returns the keys of the listed records that match a tsquery.
+func (d *DB) searchKeys(ctx context.Context, match string) ([]int64, error) {
+	return catalog.QueryKeys(ctx, d.SQLReads.DB, searchKeysQuery, match)
+}
+
+// searchKeysQuery selects them through the partial GIN index on search,
+// whose condition it repeats.
+const searchKeysQuery = `SELECT key FROM records WHERE search @@ $1::tsquery AND NOT rejected`
 
 // minPrefix is the length from which the last token of a search also
 // matches as a prefix: shorter prefixes match too much to be useful.

@@ -5,9 +5,9 @@
 // adds SQLite's dialect (FTS5 search) and its fast paths, each in its own
 // file: the store of record bodies beside the catalog file (bodystore.go),
 // the cache of those read from SQLite (cache.go) and the rebuild of an
-// empty catalog beside the live file (rebuild.go). The summary index of
-// lists and walks is the catalog's (catalog.Summaries), kept by the data
-// version.
+// empty catalog beside the live file (rebuild.go). Lists and walks are
+// answered by the catalog's summary index (catalog.Summaries), kept by the
+// data version, with the full-text search of an FTS5 table (search.go).
 package sqlite
 
 import (
@@ -42,8 +42,8 @@ type DB struct {
 	records *recordCache
 	// files is the body store beside the catalog file.
 	files *bodyFiles
-	// summaries answers lists and walks from memory.
-	summaries *catalog.Summaries
+	// Summaries answers lists and walks from memory.
+	*catalog.Summaries
 }
 
 var (
@@ -70,8 +70,8 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		SQLSyncStates: &catalog.SQLSyncStates{Read: db.Read, Write: db.Write, Changed: db.Changed},
 		SQLReads:      &catalog.SQLReads{DB: db.Read}}
 	d.SQLReads.Version = d.Version
-	d.summaries = catalog.NewSummaries(catalog.SummarySource{
-		Version: d.Version, SearchKeys: d.searchKeys,
+	d.Summaries = catalog.NewSummaries(catalog.SummarySource{
+		Version: d.Version, Search: ftsQuery, SearchKeys: d.searchKeys,
 		Begin: func(ctx context.Context) (*sql.Tx, error) { return d.db.Read.BeginTx(ctx, nil) },
 		// Two walks of covering indexes: of every record, and of the
 		// partial index of the records listed.
@@ -83,7 +83,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 
 // Close closes the database.
 func (d *DB) Close() error {
-	d.summaries.Close()
+	d.Summaries.Close()
 	d.records.empty()
 	d.files.close()
 	d.bodies.close()
@@ -256,19 +256,6 @@ func (d *DB) readBodies(ctx context.Context, keys []int64, fn func(key int64, id
 	return err
 }
 
-// Walk implements cve.Catalog. It reads the summary index when it is up
-// to date.
-func (d *DB) Walk(ctx context.Context, after string, fn func(cve.Summary) error) error {
-	from, err := catalog.WalkStart(after)
-	if err != nil {
-		return err
-	}
-	if ok, err := d.summaries.Walk(ctx, from, fn); ok || err != nil {
-		return err
-	}
-	return d.WalkFrom(ctx, from, fn)
-}
-
 // Version returns the catalog's data version: a number that changes with
 // every commit to the catalog, of this process or another, seen by the
 // reads that come a millisecond after it (sqlitedb.DB.DataVersion). The
@@ -276,7 +263,3 @@ func (d *DB) Walk(ctx context.Context, after string, fn func(cve.Summary) error)
 func (d *DB) Version(ctx context.Context) (int64, error) {
 	return d.db.DataVersion(ctx)
 }
-
-// WarmSummaries builds the summary index of the catalog as it is now
-// (catalog.Summaries.Warm).
-func (d *DB) WarmSummaries(ctx context.Context) error { return d.summaries.Warm(ctx) }

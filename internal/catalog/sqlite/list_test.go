@@ -2,10 +2,11 @@ package sqlite
 
 import (
 	"context"
-	"fmt"
+	"database/sql"
 	"math/rand/v2"
 	"path/filepath"
-	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/patchline/patchline/internal/catalog"
@@ -26,79 +27,59 @@ func mustOpenListDB(tb testing.TB) *DB {
 
 func openStore(t *testing.T) catalog.Store { return mustOpenListDB(t) }
 
-// TestCatalog runs the suite that every catalog store passes, in each way
-// of reading lists and walks (catalogtest.RunIndexed).
-func TestCatalog(t *testing.T) { catalogtest.RunIndexed(t, openStore) }
+// TestCatalog runs the suite that every catalog store passes.
+func TestCatalog(t *testing.T) { catalogtest.Run(t, openStore) }
 
 // TestCatalogIndexScan runs the suite with every list of the summary index
 // read by a scan of its rows (catalogtest.RunIndexScan).
 func TestCatalogIndexScan(t *testing.T) { catalogtest.RunIndexScan(t, openStore) }
 
-// TestListSearchDense runs the search tests with every search walking a
-// sort index, as a search that matches many records does.
-func TestListSearchDense(t *testing.T) {
-	catalogtest.WithSummaryIndex(t, catalog.IndexOff)
-	defer func(n int) { sparseSearch = n }(sparseSearch)
-	sparseSearch = 0
-	catalogtest.ListSearch(t, openStore)
-}
-
 func ptr[T any](v T) *T { return &v }
 
-// TestListPlans checks that every step of every page in every sort order is
-// an index seek that needs no sort, so that a page deep in the list costs
-// what the first one does.
-func TestListPlans(t *testing.T) {
+// TestSummariesBuildOncePerVersion lists from many goroutines at once
+// before the first build and after a commit: each version of the catalog
+// is read once, every list waits for it, and every list after the commit
+// sees the commit.
+func TestSummariesBuildOncePerVersion(t *testing.T) {
 	db := mustOpenListDB(t)
-	for _, s := range []string{cve.SortPublished, cve.SortEPSS, cve.SortCVSS, cve.SortCVE, cve.SortFix, cve.SortKEV} {
-		for _, desc := range []bool{true, false} {
-			q := cve.ListQuery{Sort: s, Desc: desc, Limit: 50, After: &cve.Position{Value: 1, Key: 2}, KEV: ptr(true), Years: []int{2024}}
-			p, err := catalog.NewListPlan(q, &dialect)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, step := range []catalog.ListStep{catalog.StepAll, catalog.StepTies, catalog.StepBeyond} {
-				if step == catalog.StepTies && s == cve.SortCVE {
-					continue
+	rows := catalogtest.GenRows(rand.New(rand.NewPCG(1, 2)), 300)
+	catalogtest.PutRows(t, db, rows[:200])
+	var builds atomic.Int32
+	s := catalog.NewSummaries(catalog.SummarySource{
+		Version: db.Version, Search: ftsQuery, SearchKeys: db.searchKeys,
+		Begin: func(ctx context.Context) (*sql.Tx, error) {
+			builds.Add(1)
+			return db.db.Read.BeginTx(ctx, nil)
+		},
+		Rows:   `SELECT key, severity, cvss, cvss_version, epss, is_kev, has_fix, published, modified FROM records ORDER BY key`,
+		Listed: `SELECT key FROM records WHERE rejected = 0 ORDER BY key`,
+	})
+	t.Cleanup(s.Close)
+	listAll := func() {
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() {
+				got := catalogtest.PageAll(t, s, cve.ListQuery{Sort: cve.SortCVE, Limit: 1000}, nil)
+				want, _ := db.List(context.Background(), cve.ListQuery{Sort: cve.SortCVE, Limit: 1000})
+				if len(got) != len(want.Rows) {
+					t.Errorf("a list of %d records, the catalog's %d", len(got), len(want.Rows))
 				}
-				query, args := p.SQL(step, 51)
-				plan := explain(t, db, query, args)
-				wantSeek := "SEARCH records USING INDEX " + listIndex(p.Col) + " ("
-				if step == catalog.StepAll {
-					wantSeek = "USING INDEX " + listIndex(p.Col)
-				}
-				if step == catalog.StepTies {
-					wantSeek += p.Col + "=? AND key"
-				}
-				if strings.Contains(plan, "TEMP B-TREE") || !strings.Contains(plan, wantSeek) {
-					t.Errorf("sort %s desc=%v step %d: want %q in plan\n%s", s, desc, step, wantSeek, plan)
-				}
-			}
+			})
 		}
+		wg.Wait()
+	}
+	listAll()
+	if n := builds.Load(); n != 1 {
+		t.Errorf("%d builds for one version, want 1", n)
+	}
+	catalogtest.PutRows(t, db, rows[200:])
+	listAll()
+	if n := builds.Load(); n != 2 {
+		t.Errorf("%d builds for two versions, want 2", n)
 	}
 }
 
-func explain(tb testing.TB, db *DB, query string, args []any) string {
-	tb.Helper()
-	rows, err := db.SQL().Query("EXPLAIN QUERY PLAN "+query, args...)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer rows.Close()
-	var b strings.Builder
-	for rows.Next() {
-		var id, parent, unused int
-		var detail string
-		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-			tb.Fatal(err)
-		}
-		fmt.Fprintln(&b, detail)
-	}
-	return b.String()
-}
-
-// BenchmarkList pages through lists of 50,000 records, read from the
-// database and from the summary index.
+// BenchmarkList pages through lists of 50,000 records.
 func BenchmarkList(b *testing.B) {
 	db := mustOpenListDB(b)
 	catalogtest.PutRows(b, db, catalogtest.GenRows(rand.New(rand.NewPCG(7, 8)), 50000))
@@ -112,25 +93,18 @@ func BenchmarkList(b *testing.B) {
 		{"search+kev", cve.ListQuery{Q: "denial", KEV: ptr(true), Sort: cve.SortCVSS, Desc: true}},
 		{"rare filters", cve.ListQuery{Years: []int{2003}, Severities: []string{cve.SeverityCritical}, Fix: ptr(true), Sort: cve.SortEPSS}},
 	}
-	for _, mode := range []struct {
-		name string
-		mode int
-	}{{"database", catalog.IndexOff}, {"index", catalog.IndexInline}} {
-		for _, tt := range queries {
-			b.Run(mode.name+"/"+tt.name, func(b *testing.B) {
-				defer func(old int) { catalog.SummaryIndexMode = old }(catalog.SummaryIndexMode)
-				catalog.SummaryIndexMode = mode.mode
-				q := tt.q
-				q.Limit = 50
-				for b.Loop() {
-					page, err := db.List(context.Background(), q)
-					if err != nil {
-						b.Fatal(err)
-					}
-					q.After = page.Next
+	for _, tt := range queries {
+		b.Run(tt.name, func(b *testing.B) {
+			q := tt.q
+			q.Limit = 50
+			for b.Loop() {
+				page, err := db.List(context.Background(), q)
+				if err != nil {
+					b.Fatal(err)
 				}
-			})
-		}
+				q.After = page.Next
+			}
+		})
 	}
 }
 
@@ -145,7 +119,7 @@ func BenchmarkSummaryIndexBuild(b *testing.B) {
 			b.Fatal(err)
 		}
 		db.db.Changed()
-		if err := db.WarmSummaries(ctx); err != nil {
+		if err := db.Warm(ctx); err != nil {
 			b.Fatal(err)
 		}
 	}

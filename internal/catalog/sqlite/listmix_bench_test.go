@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/patchline/patchline/internal/benchtest"
-	"github.com/patchline/patchline/internal/catalog"
 	"github.com/patchline/patchline/internal/cve"
 )
 
@@ -22,10 +21,7 @@ func benchCatalog(b *testing.B) *DB {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { db.Close() })
-	old := catalog.SummaryIndexMode
-	catalog.SummaryIndexMode = catalog.IndexInline
-	b.Cleanup(func() { catalog.SummaryIndexMode = old })
-	if _, err := db.List(context.Background(), cve.ListQuery{Limit: 1}); err != nil {
+	if err := db.Warm(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	return db
