@@ -7,7 +7,8 @@
 // the cache of those read from SQLite (cache.go) and the rebuild of an
 // empty catalog beside the live file (rebuild.go). Lists and walks are
 // answered by the catalog's summary index (catalog.Summaries), kept by the
-// data version, with the full-text search of an FTS5 table (search.go).
+// catalog's generation (recordsVersion), with the full-text search of an
+// FTS5 table (search.go).
 package sqlite
 
 import (
@@ -18,6 +19,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 
 	"github.com/patchline/patchline/internal/catalog"
 	"github.com/patchline/patchline/internal/cve"
@@ -44,6 +46,8 @@ type DB struct {
 	files *bodyFiles
 	// Summaries answers lists and walks from memory.
 	*catalog.Summaries
+	// recordsGen is the last answer of recordsVersion.
+	recordsGen atomic.Pointer[generationAnswer]
 }
 
 var (
@@ -71,7 +75,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		SQLReads:      &catalog.SQLReads{DB: db.Read}}
 	d.SQLReads.Version = d.Version
 	d.Summaries = catalog.NewSummaries(catalog.SummarySource{
-		Version: d.Version, Search: ftsQuery, SearchKeys: d.searchKeys,
+		Version: d.recordsVersion, Search: ftsQuery, SearchKeys: d.searchKeys,
 		Begin: func(ctx context.Context) (*sql.Tx, error) { return d.db.Read.BeginTx(ctx, nil) },
 		// Two walks of covering indexes: of every record, and of the
 		// partial index of the records listed.
@@ -262,4 +266,30 @@ func (d *DB) readBodies(ctx context.Context, keys []int64, fn func(key int64, id
 // lookup API renders its streams once a version.
 func (d *DB) Version(ctx context.Context) (int64, error) {
 	return d.db.DataVersion(ctx)
+}
+
+// generationAnswer is the catalog's generation as read at a data version.
+type generationAnswer struct{ dataVersion, generation int64 }
+
+// recordsVersion returns the catalog's generation
+// (migrations/005_catalog_generation.sql), which changes with its records
+// alone, read again only when the data version has changed since the last
+// answer. The summary index is kept by it, so that the other writes to
+// the catalog file (the sync's lease and states, ingest runs that change
+// no record) do not make lists wait for a new index.
+func (d *DB) recordsVersion(ctx context.Context) (int64, error) {
+	dv, err := d.db.DataVersion(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if a := d.recordsGen.Load(); a != nil && a.dataVersion == dv {
+		return a.generation, nil
+	}
+	// Read after the data version: never older than it.
+	g, err := d.generation(ctx)
+	if err != nil {
+		return 0, err
+	}
+	d.recordsGen.Store(&generationAnswer{dv, g})
+	return g, nil
 }

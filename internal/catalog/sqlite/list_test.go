@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/patchline/patchline/internal/catalog"
 	"github.com/patchline/patchline/internal/catalog/catalogtest"
@@ -39,14 +40,15 @@ func ptr[T any](v T) *T { return &v }
 // TestSummariesBuildOncePerVersion lists from many goroutines at once
 // before the first build and after a commit: each version of the catalog
 // is read once, every list waits for it, and every list after the commit
-// sees the commit.
+// sees the commit. A write that changes no record (the sync lease, an
+// ingest run) builds no new index.
 func TestSummariesBuildOncePerVersion(t *testing.T) {
 	db := mustOpenListDB(t)
 	rows := catalogtest.GenRows(rand.New(rand.NewPCG(1, 2)), 300)
 	catalogtest.PutRows(t, db, rows[:200])
 	var builds atomic.Int32
 	s := catalog.NewSummaries(catalog.SummarySource{
-		Version: db.Version, Search: ftsQuery, SearchKeys: db.searchKeys,
+		Version: db.recordsVersion, Search: ftsQuery, SearchKeys: db.searchKeys,
 		Begin: func(ctx context.Context) (*sql.Tx, error) {
 			builds.Add(1)
 			return db.db.Read.BeginTx(ctx, nil)
@@ -71,6 +73,24 @@ func TestSummariesBuildOncePerVersion(t *testing.T) {
 	listAll()
 	if n := builds.Load(); n != 1 {
 		t.Errorf("%d builds for one version, want 1", n)
+	}
+	ctx := context.Background()
+	if _, _, err := db.AcquireSyncLease(ctx, "replica-a", time.Now(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.LogRun(ctx, catalog.Run{Started: 1, Finished: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	listAll()
+	if n := builds.Load(); n != 1 {
+		t.Errorf("%d builds after writes that change no record, want 1", n)
 	}
 	catalogtest.PutRows(t, db, rows[200:])
 	listAll()

@@ -52,7 +52,7 @@ type rebuild struct {
 	live  *sql.Tx
 	path  string // of the build file
 	build *sqlitedb.DB
-	// indexes are the CREATE INDEX statements of the list indexes,
+	// indexes are the CREATE INDEX statements of the indexes of records,
 	// dropped from the build for the load and created again after it.
 	indexes []string
 }
