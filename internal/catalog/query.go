@@ -16,9 +16,9 @@ import (
 
 // What both stores share of reading the catalog, whatever their driver:
 // the checks of a list query, the words of a search, and the decoding of
-// stored rows. The SQL of a list page is list.go's, in each store's
-// dialect: SQLite keeps a full-text table (and answers most lists from
-// its summary index), PostgreSQL tsvector and GIN indexes.
+// stored rows. Lists are the summary index's (summaries.go); each store
+// makes its own full-text query of a search's words: SQLite's of an FTS5
+// table, PostgreSQL's of a tsvector column.
 
 // DefaultListLimit is the page size of a list without a limit.
 const DefaultListLimit = 50

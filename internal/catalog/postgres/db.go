@@ -13,14 +13,16 @@
 // facts and records of an ingest written a batch per statement (unnest
 // arrays, one round trip per 1,024 facts or 512 records), full-text
 // search on a tsvector column built by the store, and the ingest's
-// advisory lock. The summary index of lists and walks is the catalog's
-// (catalog.Summaries), kept by the catalog's version, which triggers
-// change with every change of its records, facts, lifecycles or ingest
-// runs (migrations/004_catalog_version.sql).
+// advisory lock. Lists and walks are answered by the catalog's summary
+// index (catalog.Summaries), kept by the catalog's generation, which
+// triggers change with every change of its records
+// (migrations/006_catalog_generation.sql); the counts and the lookup API's
+// streams are kept by its version, which changes with its records, facts,
+// lifecycles and ingest runs (migrations/004_catalog_version.sql).
 //
 // The write transaction and the shared reads run through pgx's
 // database/sql adapter; the hot reads of the lookup API (a record, a
-// batch, a list page) speak to the pgxpool pool beneath it, which prepares
+// batch) speak to the pgxpool pool beneath it, which prepares
 // and caches each statement per connection (the record read is one round
 // trip).
 //
@@ -79,7 +81,7 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		SQLReads: &catalog.SQLReads{DB: sqldb, Snapshot: snapshot}}
 	d.SQLReads.Version = d.Version
 	d.Summaries = catalog.NewSummaries(catalog.SummarySource{
-		Version: d.Version, Search: searchQuery, SearchKeys: d.searchKeys,
+		Version: d.recordsVersion, Search: searchQuery, SearchKeys: d.searchKeys,
 		Begin:  func(ctx context.Context) (*sql.Tx, error) { return sqldb.BeginTx(ctx, snapshot) },
 		Rows:   `SELECT key, severity, cvss, cvss_version, epss, is_kev, has_fix, published, modified FROM records ORDER BY key`,
 		Listed: `SELECT key FROM records WHERE NOT rejected ORDER BY key`,
@@ -89,9 +91,8 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 
 // Version returns the catalog's version (migrations/004_catalog_version.sql):
 // a number that every change of its records, facts, lifecycles or ingest
-// runs replaces, whichever replica or command makes it. The summary
-// index, the counts and the lookup API's streams are kept for as long as
-// it stays the same.
+// runs replaces, whichever replica or command makes it. The counts and the
+// lookup API's streams are kept for as long as it stays the same.
 //
 // A call takes the last answer when its question was asked less than
 // versionWindow before the call came, as the SQLite catalog's data version
@@ -100,27 +101,49 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 // forgets the answer), and a replica answering thousands of lists a
 // second asks the server about once a millisecond rather than once a list.
 func (d *DB) Version(ctx context.Context) (int64, error) {
-	came := time.Now()
-	if a := d.version.Load(); a != nil && !a.forgotten && came.Sub(a.asked) < versionWindow {
-		return a.n, nil
-	}
-	var n int64
-	if err := d.pool.QueryRow(ctx, `SELECT n FROM catalog_version`).Scan(&n); err != nil {
+	a, err := d.versions(ctx)
+	if err != nil {
 		return 0, err
 	}
-	d.keepVersion(&versionAnswer{asked: came, n: n})
-	return n, nil
+	return a.n, nil
+}
+
+// recordsVersion returns the catalog's generation
+// (migrations/006_catalog_generation.sql), which changes with its records
+// alone, asked with the version and kept as it is: the summary index is
+// kept by it.
+func (d *DB) recordsVersion(ctx context.Context) (int64, error) {
+	a, err := d.versions(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return a.gen, nil
+}
+
+// versions returns the last answer of the catalog's version and
+// generation, or asks the server.
+func (d *DB) versions(ctx context.Context) (*versionAnswer, error) {
+	came := time.Now()
+	if a := d.version.Load(); a != nil && !a.forgotten && came.Sub(a.asked) < versionWindow {
+		return a, nil
+	}
+	a := &versionAnswer{asked: came}
+	if err := d.pool.QueryRow(ctx, `SELECT v.n, g.n FROM catalog_version v, catalog_generation g`).Scan(&a.n, &a.gen); err != nil {
+		return nil, err
+	}
+	d.keepVersion(a)
+	return a, nil
 }
 
 // versionWindow is how long an answer of Version serves the calls that
 // come after its question was asked. Tests change it.
 var versionWindow = time.Millisecond
 
-// versionAnswer is an answer of Version and when its question was asked;
-// a forgotten one answers nothing.
+// versionAnswer is an answer of versions (the version n, the generation
+// gen) and when its question was asked; a forgotten one answers nothing.
 type versionAnswer struct {
 	asked     time.Time
-	n         int64
+	n, gen    int64
 	forgotten bool
 }
 

@@ -41,7 +41,7 @@ func BenchmarkSummaryIndexBuild(b *testing.B) {
 	ctx := context.Background()
 	catalogtest.PutRows(b, db, catalogtest.GenRows(rand.New(rand.NewPCG(1, 2)), 30000))
 	for b.Loop() {
-		if _, err := db.pool.Exec(ctx, `UPDATE catalog_version SET n = n + 1`); err != nil {
+		if _, err := db.pool.Exec(ctx, `UPDATE catalog_generation SET n = n + 1`); err != nil {
 			b.Fatal(err)
 		}
 		if err := db.Warm(ctx); err != nil {

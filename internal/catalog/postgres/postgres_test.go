@@ -177,7 +177,8 @@ func TestSearchPath(t *testing.T) {
 // TestReplicaSeesChanges checks that a replica whose summary index, counts
 // and version hold the catalog as it was sees, at its next list, walk and
 // count, what another replica committed since: records, and an ingest run
-// that changed none.
+// that changed none (which leaves the generation of the records as it
+// was).
 func TestReplicaSeesChanges(t *testing.T) {
 	withVersionWindow(t, 0) // every call asks
 	dsn := pgtest.NewDatabase(t)
@@ -211,7 +212,12 @@ func TestReplicaSeesChanges(t *testing.T) {
 	if err != nil || v2 == v1 {
 		t.Errorf("version %d → %d, %v: want a new one", v1, v2, err)
 	}
-	// An ingest run that changes no record is seen in the counts.
+	// An ingest run that changes no record is seen in the counts, and
+	// keeps the generation that the summary index is kept by.
+	g1, err := b.recordsVersion(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tx, err := a.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -225,6 +231,13 @@ func TestReplicaSeesChanges(t *testing.T) {
 	}
 	if _, _, st3 := count(); !st3.Updated.Equal(time.Unix(1_900_000_001, 0)) {
 		t.Errorf("after an ingest run: updated %v, want %v", st3.Updated, time.Unix(1_900_000_001, 0).UTC())
+	}
+	v3, err := b.Version(ctx)
+	if err != nil || v3 == v2 {
+		t.Errorf("version after an ingest run %d → %d, %v: want a new one", v2, v3, err)
+	}
+	if g2, err := b.recordsVersion(ctx); err != nil || g2 != g1 {
+		t.Errorf("generation after an ingest run that changed no record %d → %d, %v: want the same", g1, g2, err)
 	}
 }
 

@@ -30,10 +30,7 @@ var schemaExceptions = []struct {
 	{"records_summary covers the columns that SQLite's summary index of the catalog reads in memory",
 		func(s sqlschema.Schema) { delete(s["records"].Indexes, "records_summary") },
 		func(sqlschema.Schema) {}},
-	{"catalog_generation names the commit that SQLite's body store beside the catalog file must hold",
-		func(s sqlschema.Schema) { delete(s, "catalog_generation") },
-		func(sqlschema.Schema) {}},
-	{"catalog_version tells the replicas sharing a PostgreSQL catalog that its records changed; SQLite's PRAGMA data_version says it of a file",
+	{"catalog_version tells the replicas sharing a PostgreSQL catalog that its records, facts, lifecycles or runs changed; SQLite's PRAGMA data_version says it of a file",
 		func(sqlschema.Schema) {},
 		func(s sqlschema.Schema) { delete(s, "catalog_version") }},
 }
