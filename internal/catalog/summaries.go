@@ -86,6 +86,10 @@ func (s *Summaries) index(ctx context.Context) (*summaryIndex, error) {
 		}
 		b := s.building
 		if b == nil {
+			if err := s.ctx.Err(); err != nil {
+				s.mu.Unlock()
+				return nil, errClosed
+			}
 			b = &summaryBuild{done: make(chan struct{})}
 			s.building = b
 			s.wg.Add(1)
@@ -200,8 +204,13 @@ func (s *Summaries) Walk(ctx context.Context, after string, fn func(cve.Summary)
 	return x.walk(ctx, from, fn)
 }
 
-// Close stops a build under way and waits for it.
+// errClosed says that the catalog is closed.
+var errClosed = errors.New("the catalog is closed")
+
+// Close stops a build under way and waits for it; no build starts after.
 func (s *Summaries) Close() {
+	s.mu.Lock()
 	s.cancel()
+	s.mu.Unlock()
 	s.wg.Wait()
 }

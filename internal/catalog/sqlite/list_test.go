@@ -97,6 +97,14 @@ func TestSummariesBuildOncePerVersion(t *testing.T) {
 	if n := builds.Load(); n != 2 {
 		t.Errorf("%d builds for two versions, want 2", n)
 	}
+	// Closed, the index answers what it holds and builds no other.
+	s.Close()
+	changed := rows[0]
+	changed.Modified++
+	catalogtest.PutRows(t, db, []catalog.Row{changed})
+	if _, err := s.List(ctx, cve.ListQuery{}); err == nil {
+		t.Error("a list after Close and a change: no error")
+	}
 }
 
 // BenchmarkList pages through lists of 50,000 records.
