@@ -18,7 +18,9 @@ import (
 // the list columns in one snapshot and its full-text search; the index
 // (summaryindex.go) does the rest. A list or walk that finds the catalog
 // changed since the index was built waits for the next build, so that it
-// sees every commit that came before it, as a read of the database would.
+// sees every commit that came before it, as a read of the database would;
+// once an index is built, the catalog is watched and each change built
+// within a second, before a list asks.
 
 // SummarySource is what an engine gives its summary index.
 type SummarySource struct {
@@ -52,6 +54,7 @@ type Summaries struct {
 	mu       sync.Mutex
 	cur      *summaryIndex
 	building *summaryBuild // nil when no build is under way
+	watching bool          // watch runs
 }
 
 // summaryBuild is a build of the index that callers wait for.
@@ -94,6 +97,11 @@ func (s *Summaries) index(ctx context.Context) (*summaryIndex, error) {
 			s.building = b
 			s.wg.Add(1)
 			go s.build(b)
+			if !s.watching {
+				s.watching = true
+				s.wg.Add(1)
+				go s.watch()
+			}
 		}
 		s.mu.Unlock()
 		select {
@@ -128,6 +136,30 @@ func (s *Summaries) build(b *summaryBuild) {
 	close(b.done)
 	if b.err == nil {
 		slog.Debug("catalog summary index built", "records", len(b.x.rows), "took", time.Since(start))
+	}
+}
+
+// watchEvery is how often a catalog that has built its summary index asks
+// whether the catalog has changed, to build the next index before a list
+// asks for it. Tests change it.
+var watchEvery = time.Second
+
+// watch builds the index of each new version of the catalog, until Close:
+// a list waits for a build only when it comes within watchEvery and a
+// build of a change.
+func (s *Summaries) watch() {
+	defer s.wg.Done()
+	t := time.NewTicker(watchEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := s.index(s.ctx); err != nil && s.ctx.Err() == nil {
+			slog.Debug("catalog summary index not brought up to date", "err", err)
+		}
 	}
 }
 

@@ -1,0 +1,4 @@
+package catalog
+
+// WatchEvery lets the tests of package catalog_test set watchEvery.
+var WatchEvery = &watchEvery
