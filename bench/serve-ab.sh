@@ -10,8 +10,11 @@
 # (CATALOG_DIR the --data of an ingest, such as /tmp/patchline-bench/data;
 # each PATCHLINE a binary). ROUNDS (3), MIXES (querybatch), DURATION (10s)
 # and QUERY_CONNS (8) change the rounds; CATALOG_DB (a postgres:// URL)
-# serves that catalog instead of CATALOG_DIR's. Each server gets a control
-# store of its own, so none builds its package index for agents.
+# serves that catalog instead of CATALOG_DIR's; COPY_DATA=1 gives each
+# server a copy of CATALOG_DIR of its own, for builds whose migrations
+# differ. Each server gets a control store of its own, so none builds its
+# package index for agents. Each server answers one list before the
+# rounds, so that every build has its summary index when they begin.
 set -eu
 cd "$(dirname "$0")/.."
 DATA=$1
@@ -28,7 +31,12 @@ ${GO:-go} build -o "$WORK/load" ./bench/load
 n=0
 for pl in "$@"; do
 	n=$((n + 1))
-	GODEBUG=gctrace=1 "$pl" serve --data "$DATA" ${CATALOG_DB:+--catalog-db "$CATALOG_DB"} --control-db "$WORK/control-$n.db" \
+	dir=$DATA
+	if [ "${COPY_DATA:-}" = 1 ]; then
+		dir=$WORK/data-$n
+		cp -r "$DATA" "$dir"
+	fi
+	GODEBUG=gctrace=1 "$pl" serve --data "$dir" ${CATALOG_DB:+--catalog-db "$CATALOG_DB"} --control-db "$WORK/control-$n.db" \
 		--cve-addr 127.0.0.1:0 --control-addr 127.0.0.1:0 --rate-limit off >"$WORK/serve-$n.log" 2>&1 &
 	PIDS="$PIDS $!"
 	echo "$!" >"$WORK/pid-$n"
@@ -39,7 +47,9 @@ for i in $(seq "$n"); do
 		kill -0 "$(cat "$WORK/pid-$i")" 2>/dev/null || { cat "$WORK/serve-$i.log" >&2; exit 1; }
 		sleep 1
 	done
+	curl -fsS -o /dev/null "http://$(addr "$i")/api/v1/cve?limit=1"
 done
+sleep 2
 
 for r in $(seq "$ROUNDS"); do
 	i=0
