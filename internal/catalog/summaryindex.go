@@ -312,15 +312,28 @@ func (x *summaryIndex) sortOrders() {
 		x.pubRange[a>>yearShift&(yearCodes-1)].add(float64(r.published))
 	}
 	x.orders = map[string]*order{"key": keyOrder}
+	// Each order is sorted on a copy of its values beside the entries, so
+	// that a comparison reads neither a row nor its column by name.
+	type sortEntry struct {
+		v float64
+		e entry
+	}
+	sorted := make([]sortEntry, len(keyOrder.ents))
 	for _, col := range SortColumns {
 		if col == "key" {
 			continue
 		}
-		o := &order{col: col, ents: slices.Clone(keyOrder.ents)}
-		slices.SortFunc(o.ents, func(a, b entry) int {
+		for i, e := range keyOrder.ents {
+			sorted[i] = sortEntry{x.rows[e.row].value(col), e}
+		}
+		slices.SortFunc(sorted, func(a, b sortEntry) int {
 			// Rows are in key order: equal values keep it.
-			return cmp.Or(cmp.Compare(x.rows[a.row].value(col), x.rows[b.row].value(col)), cmp.Compare(a.row, b.row))
+			return cmp.Or(cmp.Compare(a.v, b.v), cmp.Compare(a.e.row, b.e.row))
 		})
+		o := &order{col: col, ents: make([]entry, len(sorted))}
+		for i := range sorted {
+			o.ents[i] = sorted[i].e
+		}
 		x.orders[col] = o
 	}
 	for _, o := range x.orders {
