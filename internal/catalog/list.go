@@ -6,10 +6,10 @@ import (
 	"github.com/patchline/patchline/internal/cve"
 )
 
-// ListPlan is a list query checked and resolved: its sort column, page
+// listPlan is a list query checked and resolved: its sort column, page
 // size and the engine's query of its search. The summary index
 // (summarylist.go) answers it.
-type ListPlan struct {
+type listPlan struct {
 	SortKey string
 	Col     string // sort column
 	Desc    bool
@@ -20,13 +20,13 @@ type ListPlan struct {
 	Empty bool
 }
 
-// NewListPlan returns the plan of q, its search made the engine's query by
+// newListPlan returns the plan of q, its search made the engine's query by
 // search (which returns "" when nothing can match). It returns
-// errs.ErrInvalid as ListOrder does and for a search of too many words.
-func NewListPlan(q cve.ListQuery, search func(text string) (string, error)) (*ListPlan, error) {
-	p := &ListPlan{Desc: q.Desc}
+// errs.ErrInvalid as listOrder does and for a search of too many words.
+func newListPlan(q cve.ListQuery, search func(text string) (string, error)) (*listPlan, error) {
+	p := &listPlan{Desc: q.Desc}
 	var err error
-	if p.SortKey, p.Col, p.Limit, err = ListOrder(q); err != nil {
+	if p.SortKey, p.Col, p.Limit, err = listOrder(q); err != nil {
 		return nil, err
 	}
 	if strings.TrimSpace(q.Q) != "" {

@@ -29,12 +29,12 @@ const MaxListLimit = 1000
 // MaxSearchTerms bounds the words of a search.
 const MaxSearchTerms = 32
 
-// ListOrder returns the sort key of q and the column it orders by, with
+// listOrder returns the sort key of q and the column it orders by, with
 // its page size; errs.ErrInvalid for an unknown sort key, a limit out of
 // bounds, an unknown severity or an epss_min that is not a number.
-func ListOrder(q cve.ListQuery) (sortKey, col string, limit int, err error) {
+func listOrder(q cve.ListQuery) (sortKey, col string, limit int, err error) {
 	sortKey = cmp.Or(q.Sort, cve.SortPublished)
-	col, ok := SortColumns[sortKey]
+	col, ok := sortColumns[sortKey]
 	if !ok {
 		return "", "", 0, errs.Invalidf("unknown sort key %q", q.Sort)
 	}
@@ -54,9 +54,9 @@ func ListOrder(q cve.ListQuery) (sortKey, col string, limit int, err error) {
 	return sortKey, col, cmp.Or(q.Limit, DefaultListLimit), nil
 }
 
-// YearKeys returns the range of CVE keys of the ids of year y, lo
+// yearKeys returns the range of CVE keys of the ids of year y, lo
 // included and hi not: a key order can seek it.
-func YearKeys(y int) (lo, hi int64) {
+func yearKeys(y int) (lo, hi int64) {
 	lo, _ = cve.Key(fmt.Sprintf("CVE-%04d-0000", y))
 	hi, _ = cve.Key(fmt.Sprintf("CVE-%04d-0000", y+1))
 	return lo, hi

@@ -176,7 +176,7 @@ func (s *Summaries) Warm(ctx context.Context) error {
 // missing values sort lowest. It returns errs.ErrInvalid for a sort key,
 // severity or limit it does not know and for a search of too many words.
 func (s *Summaries) List(ctx context.Context, q cve.ListQuery) (cve.Page, error) {
-	p, err := NewListPlan(q, s.src.Search)
+	p, err := newListPlan(q, s.src.Search)
 	if err != nil {
 		return cve.Page{}, err
 	}
@@ -225,7 +225,7 @@ var errStale = errors.New("the catalog changed")
 // Walk implements cve.Catalog: it calls fn for every record after the CVE
 // id after ("" for all), in key order.
 func (s *Summaries) Walk(ctx context.Context, after string, fn func(cve.Summary) error) error {
-	from, err := WalkStart(after)
+	from, err := walkStart(after)
 	if err != nil {
 		return err
 	}

@@ -5,10 +5,10 @@ import (
 	"github.com/patchline/patchline/internal/errs"
 )
 
-// WalkStart returns the key a walk starts after: -1 for an empty after (the
+// walkStart returns the key a walk starts after: -1 for an empty after (the
 // whole catalog), the key of a CVE id otherwise, or an errs.ErrInvalid
 // error.
-func WalkStart(after string) (int64, error) {
+func walkStart(after string) (int64, error) {
 	if after == "" {
 		return -1, nil
 	}
@@ -19,8 +19,8 @@ func WalkStart(after string) (int64, error) {
 	return k, nil
 }
 
-// SortColumns maps a sort key to its column in records.
-var SortColumns = map[string]string{
+// sortColumns maps a sort key to its column in records.
+var sortColumns = map[string]string{
 	cve.SortPublished: "published",
 	cve.SortEPSS:      "epss",
 	cve.SortCVSS:      "cvss",

@@ -37,7 +37,7 @@ func (x *summaryIndex) driver(q *cve.ListQuery, matched *searchSet) *listDriver 
 		years := slices.Clone(q.Years)
 		slices.Sort(years)
 		for _, y := range slices.Compact(years) {
-			klo, khi := YearKeys(y)
+			klo, khi := yearKeys(y)
 			r := x.keyRun(keys, run{0, len(keys.ents)}, klo, khi)
 			d.runs = append(d.runs, keys.ents[r.lo:r.hi])
 			d.size += r.hi - r.lo
@@ -61,7 +61,7 @@ func (x *summaryIndex) driver(q *cve.ListQuery, matched *searchSet) *listDriver 
 
 // enumerate answers a list as list does, by reading every entry of the
 // driver and keeping the first limit+1 rows that pass, in list order.
-func (x *summaryIndex) enumerate(p *ListPlan, q *cve.ListQuery, f *listFilter, d *listDriver) []int32 {
+func (x *summaryIndex) enumerate(p *listPlan, q *cve.ListQuery, f *listFilter, d *listDriver) []int32 {
 	e := &enumeration{x: x, p: p, q: q, f: f, best: make([]int32, 0, p.Limit+1)}
 	for _, run := range d.runs {
 		for _, en := range run {
@@ -90,7 +90,7 @@ func (x *summaryIndex) enumerate(p *ListPlan, q *cve.ListQuery, f *listFilter, d
 // order of those it has read.
 type enumeration struct {
 	x    *summaryIndex
-	p    *ListPlan
+	p    *listPlan
 	q    *cve.ListQuery
 	f    *listFilter
 	best []int32

@@ -319,7 +319,7 @@ func (x *summaryIndex) sortOrders() {
 		e entry
 	}
 	sorted := make([]sortEntry, len(keyOrder.ents))
-	for _, col := range SortColumns {
+	for _, col := range sortColumns {
 		if col == "key" {
 			continue
 		}

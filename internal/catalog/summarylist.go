@@ -142,7 +142,7 @@ func (f *listFilter) keep(e entry) bool {
 
 // list answers a query whose plan p is valid, with the rows matching the
 // search in matched (nil without a search).
-func (x *summaryIndex) list(p *ListPlan, q *cve.ListQuery, matched *searchSet) cve.Page {
+func (x *summaryIndex) list(p *listPlan, q *cve.ListQuery, matched *searchSet) cve.Page {
 	var set rowSet
 	if matched != nil {
 		set = matched.rows
@@ -282,7 +282,7 @@ func (x *summaryIndex) yearRuns(o *order, q *cve.ListQuery, lo, hi int) []run {
 	var runs []run
 	for _, b := range blocks {
 		for _, y := range slices.Compact(years) {
-			klo, khi := YearKeys(y)
+			klo, khi := yearKeys(y)
 			r := x.keyRun(o, b, klo, khi)
 			if r.lo < r.hi {
 				runs = append(runs, r)
@@ -295,7 +295,7 @@ func (x *summaryIndex) yearRuns(o *order, q *cve.ListQuery, lo, hi int) []run {
 // walkEstimate returns how many entries a walk would read to find a page,
 // were the filters that do not bound the walk independent of each other
 // and of the order; size is that of the driver.
-func (x *summaryIndex) walkEstimate(p *ListPlan, q *cve.ListQuery, matched *searchSet, size int) int {
+func (x *summaryIndex) walkEstimate(p *listPlan, q *cve.ListQuery, matched *searchSet, size int) int {
 	n := float64(len(x.orders["key"].ents))
 	sel := 1.0
 	if q.KEV != nil && p.Col != "is_kev" {
@@ -337,7 +337,7 @@ func (x *summaryIndex) walkEstimate(p *ListPlan, q *cve.ListQuery, matched *sear
 
 // bounds returns the run [lo, hi) of the entries of o that the filters
 // on its column and the cursor of q leave.
-func (x *summaryIndex) bounds(o *order, p *ListPlan, q *cve.ListQuery) (lo, hi int) {
+func (x *summaryIndex) bounds(o *order, p *listPlan, q *cve.ListQuery) (lo, hi int) {
 	r := whole
 	switch o.col {
 	case "epss":
@@ -425,7 +425,7 @@ func (x *summaryIndex) yearRange(years []int) valueRange {
 }
 
 // compare orders a row and a position ascending, as List orders rows.
-func (x *summaryIndex) compare(p *ListPlan, r *indexRow, pos *cve.Position) int {
+func (x *summaryIndex) compare(p *listPlan, r *indexRow, pos *cve.Position) int {
 	c := cmp.Compare(r.key, pos.Key)
 	if p.Col != "key" {
 		c = cmp.Or(cmp.Compare(r.value(p.Col), pos.Value), c)
@@ -435,7 +435,7 @@ func (x *summaryIndex) compare(p *ListPlan, r *indexRow, pos *cve.Position) int 
 
 // page returns the page of rows, which are in list order and hold one
 // row more than the page when more follow.
-func (x *summaryIndex) page(p *ListPlan, rows []int32) cve.Page {
+func (x *summaryIndex) page(p *listPlan, rows []int32) cve.Page {
 	n := min(len(rows), p.Limit)
 	if n == 0 {
 		return cve.Page{}
