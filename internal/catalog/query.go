@@ -3,6 +3,7 @@ package catalog
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -103,17 +104,10 @@ func RecordKey(id string) (int64, error) {
 	return key, nil
 }
 
-// Rows is what the rows of both drivers have in common.
-type Rows interface {
-	Next() bool
-	Scan(dest ...any) error
-	Err() error
-}
-
 // ScanKeyedBodies reads rows of a key and a body, ordered by key, into
 // out[i] for the rows of keys[i]; keys are ascending, and rows of other
 // keys are passed over.
-func ScanKeyedBodies(rows Rows, keys []int64) ([][][]byte, error) {
+func ScanKeyedBodies(rows *sql.Rows, keys []int64) ([][][]byte, error) {
 	out := make([][][]byte, len(keys))
 	i := 0
 	for rows.Next() {
