@@ -81,7 +81,7 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		SQLReads: &catalog.SQLReads{DB: sqldb, Snapshot: snapshot}}
 	d.SQLReads.Version = d.Version
 	d.Summaries = catalog.NewSummaries(catalog.SummarySource{
-		Version: d.recordsVersion, Search: searchQuery, SearchKeys: d.searchKeys,
+		Version: d.generation, Search: searchQuery, SearchKeys: d.searchKeys,
 		Begin:  func(ctx context.Context) (*sql.Tx, error) { return sqldb.BeginTx(ctx, snapshot) },
 		Rows:   `SELECT key, severity, cvss, cvss_version, epss, is_kev, has_fix, published, modified FROM records ORDER BY key`,
 		Listed: `SELECT key FROM records WHERE NOT rejected ORDER BY key`,
@@ -108,11 +108,11 @@ func (d *DB) Version(ctx context.Context) (int64, error) {
 	return a.n, nil
 }
 
-// recordsVersion returns the catalog's generation
+// generation returns the catalog's generation
 // (migrations/006_catalog_generation.sql), which changes with its records
 // alone, asked with the version and kept as it is: the summary index is
 // kept by it.
-func (d *DB) recordsVersion(ctx context.Context) (int64, error) {
+func (d *DB) generation(ctx context.Context) (int64, error) {
 	a, err := d.versions(ctx)
 	if err != nil {
 		return 0, err

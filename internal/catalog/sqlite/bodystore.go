@@ -128,13 +128,6 @@ func (b *bodyFiles) close() {
 	b.cur.Store(nil)
 }
 
-// generation reads the catalog's generation.
-func (d *DB) generation(ctx context.Context) (int64, error) {
-	var n int64
-	err := d.db.Read.QueryRowContext(ctx, `SELECT n FROM catalog_generation`).Scan(&n)
-	return n, err
-}
-
 // readStore reads the bodies of keys from st.
 func readStore(st *segments.Store, keys []int64, fn func(key int64, body []byte)) error {
 	for _, k := range keys {

@@ -7,7 +7,7 @@
 // the cache of those read from SQLite (cache.go) and the rebuild of an
 // empty catalog beside the live file (rebuild.go). Lists and walks are
 // answered by the catalog's summary index (catalog.Summaries), kept by the
-// catalog's generation (recordsVersion), with the full-text search of an
+// catalog's generation (DB.generation), with the full-text search of an
 // FTS5 table (search.go).
 package sqlite
 
@@ -46,8 +46,8 @@ type DB struct {
 	files *bodyFiles
 	// Summaries answers lists and walks from memory.
 	*catalog.Summaries
-	// recordsGen is the last answer of recordsVersion.
-	recordsGen atomic.Pointer[generationAnswer]
+	// lastGen is the last answer of generation.
+	lastGen atomic.Pointer[generationAnswer]
 }
 
 var (
@@ -75,7 +75,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		SQLReads:      &catalog.SQLReads{DB: db.Read}}
 	d.SQLReads.Version = d.Version
 	d.Summaries = catalog.NewSummaries(catalog.SummarySource{
-		Version: d.recordsVersion, Search: ftsQuery, SearchKeys: d.searchKeys,
+		Version: d.generation, Search: ftsQuery, SearchKeys: d.searchKeys,
 		Begin: func(ctx context.Context) (*sql.Tx, error) { return d.db.Read.BeginTx(ctx, nil) },
 		// Two walks of covering indexes: of every record, and of the
 		// partial index of the records listed.
@@ -271,25 +271,26 @@ func (d *DB) Version(ctx context.Context) (int64, error) {
 // generationAnswer is the catalog's generation as read at a data version.
 type generationAnswer struct{ dataVersion, generation int64 }
 
-// recordsVersion returns the catalog's generation
+// generation returns the catalog's generation
 // (migrations/005_catalog_generation.sql), which changes with its records
 // alone, read again only when the data version has changed since the last
-// answer. The summary index is kept by it, so that the other writes to
-// the catalog file (the sync's lease and states, ingest runs that change
-// no record) do not make lists wait for a new index.
-func (d *DB) recordsVersion(ctx context.Context) (int64, error) {
+// answer. The body store names the generation it holds; the summary index
+// is kept by it, so that the other writes to the catalog file (the sync's
+// lease and states, ingest runs that change no record) do not make lists
+// wait for a new index.
+func (d *DB) generation(ctx context.Context) (int64, error) {
 	dv, err := d.db.DataVersion(ctx)
 	if err != nil {
 		return 0, err
 	}
-	if a := d.recordsGen.Load(); a != nil && a.dataVersion == dv {
+	if a := d.lastGen.Load(); a != nil && a.dataVersion == dv {
 		return a.generation, nil
 	}
 	// Read after the data version: never older than it.
-	g, err := d.generation(ctx)
-	if err != nil {
+	var g int64
+	if err := d.db.Read.QueryRowContext(ctx, `SELECT n FROM catalog_generation`).Scan(&g); err != nil {
 		return 0, err
 	}
-	d.recordsGen.Store(&generationAnswer{dv, g})
+	d.lastGen.Store(&generationAnswer{dv, g})
 	return g, nil
 }

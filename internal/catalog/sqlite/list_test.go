@@ -48,7 +48,7 @@ func TestSummariesBuildOncePerVersion(t *testing.T) {
 	catalogtest.PutRows(t, db, rows[:200])
 	var builds atomic.Int32
 	s := catalog.NewSummaries(catalog.SummarySource{
-		Version: db.recordsVersion, Search: ftsQuery, SearchKeys: db.searchKeys,
+		Version: db.generation, Search: ftsQuery, SearchKeys: db.searchKeys,
 		Begin: func(ctx context.Context) (*sql.Tx, error) {
 			builds.Add(1)
 			return db.db.Read.BeginTx(ctx, nil)
