@@ -12,11 +12,10 @@ import (
 	"github.com/patchline/patchline/internal/errs"
 )
 
-// AppendAudit implements audit.Log. The transaction takes auditLock before
-// it reads the head of the chain and holds it to its commit (on SQLite the
-// write transaction, which begins IMMEDIATE, is that lock): appends from
-// every replica and process follow each other, so that each chains to the
-// one before and the chain never forks.
+// AppendAudit implements audit.Log. The transaction takes the lock of
+// appends as it reads the head of the chain (dialect.auditHead) and holds
+// it to its commit: appends from every replica and process follow each
+// other, so that each chains to the one before and the chain never forks.
 func (s *Store) AppendAudit(ctx context.Context, e *audit.Entry) error {
 	// The entry is hashed as it is stored.
 	for _, f := range []*string{&e.Actor, &e.KeyID, &e.Action, &e.Method, &e.Path, &e.ClientAddress} {
@@ -26,11 +25,8 @@ func (s *Store) AppendAudit(ctx context.Context, e *audit.Entry) error {
 		e.Details = []byte(s.d.text(string(e.Details)))
 	}
 	err := s.write(ctx, func(tx querier) error {
-		if err := s.lock(ctx, tx, auditLock, ""); err != nil {
-			return err
-		}
 		prevID, prevHash := int64(0), audit.GenesisHash
-		err := tx.QueryRow(ctx, sqlLastAudit).Scan(&prevID, &prevHash)
+		err := tx.QueryRow(ctx, s.d.auditHead).Scan(&prevID, &prevHash)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
@@ -48,11 +44,8 @@ func (s *Store) AppendAudit(ctx context.Context, e *audit.Entry) error {
 	return nil
 }
 
-// The statements of an append: every API request appends.
-const (
-	sqlLastAudit   = `SELECT id, hash FROM audit_log ORDER BY id DESC LIMIT 1`
-	sqlInsertAudit = `INSERT INTO audit_log (` + auditColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-)
+// sqlInsertAudit appends an entry: every API request appends.
+const sqlInsertAudit = `INSERT INTO audit_log (` + auditColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // FindAuditEntries implements audit.Log.
 func (s *Store) FindAuditEntries(ctx context.Context, f audit.Filter) (_ []*audit.Entry, err error) {

@@ -33,7 +33,10 @@ const (
 	// neither the hostname, the ring nor the inventory: it leaves alone the
 	// columns of the agents_list and agents_ring indexes, whose entries
 	// SQLite would otherwise delete and insert again, and the inventory,
-	// and matches no row when the hostname or the ring would change.
+	// and matches no row when the hostname or the ring would change. Only
+	// SQLite runs it (dialect.checkInSame): PostgreSQL compares the
+	// indexed values itself, and a check-in that changes them would pay a
+	// round trip for nothing.
 	sqlCheckInSame = `UPDATE agents SET
 		os_platform = ?, os_name = ?, os_version = ?, os_build = ?, arch = ?,
 		agent_version = ?, capability = ?, ips = ?, last_seen_at = ?,
@@ -62,7 +65,7 @@ type checkInRequest struct {
 	c    device.CheckIn
 	args []any // of sqlCheckIn
 	// same are the arguments of sqlCheckInSame, nil when the check-in
-	// carries an inventory.
+	// carries an inventory or the engine does not run it.
 	same []any
 	done chan checkInResult
 }
@@ -114,7 +117,7 @@ func (s *Store) checkIn(ctx context.Context, id string, c device.CheckIn) ([]*de
 			c.AgentVersion, c.Capability, ips, ms(c.Time), inv, invHash,
 			fu.State, fu.Target, applied, c.RebootPending, nil, id},
 	}
-	if c.Inventory == nil {
+	if c.Inventory == nil && s.d.checkInSame {
 		a := req.args // the same values, not boxed again
 		req.same = []any{a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[12], a[13], a[14], a[15], a[17], a[0], nil}
 	}

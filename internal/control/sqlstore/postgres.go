@@ -43,6 +43,8 @@ var postgresDialect = &dialect{
 	greatest:   "greatest",
 	jsonField:  func(col, key string) string { return `((` + col + `::jsonb) ->> '` + key + `')` },
 	jsonLength: func(col string) string { return `json_array_length(` + col + `::json)` },
+	// The lock and the read in one round trip.
+	auditHead: `SELECT id, hash FROM audit_head(` + strconv.FormatInt(auditLock, 10) + `)`,
 	lock: func(ctx context.Context, q querier, key int64, sub string) error {
 		if sub == "" {
 			_, err := q.Exec(ctx, `SELECT pg_advisory_xact_lock(?)`, key)
@@ -121,15 +123,20 @@ func rebindCached(query string) string {
 	return out
 }
 
-// pgArg makes the strings among arguments storable as text.
+// pgArg makes the strings among arguments storable as text. A string
+// that is already storable keeps its interface value: boxing it again
+// would allocate for every argument of every statement.
 func pgArg(v any) any {
-	switch v := v.(type) {
+	switch s := v.(type) {
 	case string:
-		return pgdb.Text(v)
+		if t := pgdb.Text(s); t != s {
+			return t
+		}
 	case *string:
-		if v != nil {
-			t := pgdb.Text(*v)
-			return &t
+		if s != nil {
+			if t := pgdb.Text(*s); t != *s {
+				return &t
+			}
 		}
 	}
 	return v

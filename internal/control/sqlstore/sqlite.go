@@ -29,7 +29,10 @@ var sqliteDialect = &dialect{
 	greatest:   "max",
 	jsonField:  func(col, key string) string { return `json_extract(` + col + `, '$.` + key + `')` },
 	jsonLength: func(col string) string { return `json_array_length(` + col + `)` },
-	readOpts:   &sql.TxOptions{ReadOnly: true},
+	// The write transaction, which begins IMMEDIATE, is the lock of
+	// appends.
+	auditHead: `SELECT id, hash FROM audit_log ORDER BY id DESC LIMIT 1`,
+	readOpts:  &sql.TxOptions{ReadOnly: true},
 	isUnique: func(err error) (string, bool) {
 		var e *sqlite.Error
 		if errors.As(err, &e) && (e.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || e.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY) {
@@ -37,8 +40,9 @@ var sqliteDialect = &dialect{
 		}
 		return "", false
 	},
-	retryable: func(error) bool { return false },
-	unwatched: true,
+	retryable:   func(error) bool { return false },
+	unwatched:   true,
+	checkInSame: true,
 }
 
 // OpenSQLite opens (creating it and its directory when needed) the
@@ -89,6 +93,6 @@ func OpenSQLite(ctx context.Context, path string) (*Store, error) {
 func sqlitePrepared(d *dialect) []string {
 	return append([]string{
 		sqlCheckIn, sqlCheckInSame, d.queuedCommands, sqlDeliver, sqlFindRings,
-		sqlLastAudit, sqlInsertAudit,
+		d.auditHead, sqlInsertAudit,
 	}, exposureQueries...)
 }

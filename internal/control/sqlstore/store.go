@@ -28,9 +28,11 @@
 //     arguments are made storable there (invalid bytes become U+FFFD).
 //   - Speed, where a profile showed it pays: on SQLite the statements of
 //     check-ins, audit appends and exposure updates are prepared once at
-//     Open, and check-ins that arrive together commit together
-//     (sqlite_checkin.go); on PostgreSQL rows of bulk inserts go in
-//     multi-row statements, a round trip each.
+//     Open, check-ins that arrive together commit together
+//     (sqlite_checkin.go), and the usual check-in leaves the indexed
+//     columns alone (sqlCheckInSame); on PostgreSQL rows of bulk inserts
+//     go in multi-row statements, a round trip each, and an audit append
+//     takes its lock and reads the head of the chain in one.
 //
 // One implementation was chosen over generating two from one SQL source:
 // the queries are built from filters at run time, and the few differences
@@ -133,6 +135,9 @@ type dialect struct {
 	jsonField  func(col, key string) string
 	jsonLength func(col string) string
 
+	// auditHead selects the id and hash of the last entry of the audit
+	// log, once the transaction holds the lock of appends.
+	auditHead string
 	// lock takes the transaction-scoped advisory lock key (and sub when not
 	// ""); nil where the write lock serializes every writer.
 	lock func(ctx context.Context, q querier, key int64, sub string) error
@@ -152,6 +157,8 @@ type dialect struct {
 	// multiRow inserts rows of bulk inserts in statements of several
 	// rows, rather than one prepared statement per row.
 	multiRow bool
+	// checkInSame tries sqlCheckInSame before sqlCheckIn.
+	checkInSame bool
 }
 
 // lockOf is lockRow for the rows of one table of a join.
@@ -377,7 +384,7 @@ const (
 	// migrationLock is held by the transaction that applies a migration.
 	migrationLock int64 = 0x70617463686c6e11
 	// auditLock is held by an audit append from reading the head of the
-	// chain to its commit.
+	// chain to its commit (migrations/postgres/004_audit_head.sql).
 	auditLock int64 = 0x70617463686c6e12
 	// firstAdminLock is held by the creation of the first administrator.
 	firstAdminLock int64 = 0x70617463686c6e13

@@ -204,6 +204,33 @@ func TestRebind(t *testing.T) {
 	}
 }
 
+// TestPgArg checks that PostgreSQL's arguments are made storable as text,
+// and that an argument already storable is passed on as it came, without
+// an allocation.
+func TestPgArg(t *testing.T) {
+	bad, fixed := "a\xffb\x00c", "a\uFFFDb\uFFFDc"
+	if got := pgArg(bad); got != fixed {
+		t.Errorf("pgArg(%q) = %q, want %q", bad, got, fixed)
+	}
+	if got := pgArg(&bad).(*string); *got != fixed || got == &bad {
+		t.Errorf("pgArg(&%q) = %q at %p, want %q in a new string", bad, *got, got, fixed)
+	}
+	good := "host-1"
+	if got := pgArg(&good).(*string); got != &good {
+		t.Errorf("pgArg(&%q) = %p, want %p", good, got, &good)
+	}
+	if got := pgArg((*string)(nil)).(*string); got != nil {
+		t.Errorf("pgArg(nil) = %p", got)
+	}
+	if got := pgArg(int64(7)); got != int64(7) {
+		t.Errorf("pgArg(7) = %v", got)
+	}
+	v := any(good)
+	if n := testing.AllocsPerRun(100, func() { v = pgArg(v) }); n != 0 {
+		t.Errorf("pgArg of a storable string allocates %v times", n)
+	}
+}
+
 // A check-in the closed store cannot take is an error, not an empty
 // answer.
 func TestCheckInOnClosedStore(t *testing.T) {
