@@ -1,3 +1,8 @@
+// The console in headless Chromium. This file is over 600 lines because
+// TestConsoleBrowser is one session of the browser, whose steps follow
+// each other (setup, sign-in, each page and action, sign-out), with the
+// small driver over chromedp that only it uses.
+
 package main
 
 import (

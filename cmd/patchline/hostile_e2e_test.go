@@ -1,3 +1,9 @@
+// TestHostileInputEndToEnd, with the tools only it uses: a raw HTTP
+// client that sends what net/http would refuse to, a reader of the routes
+// and parameters of both OpenAPI documents, and the hostile cases made
+// from them for every route. This file is over 600 lines because the test
+// and its tools are one piece, used nowhere else.
+
 package main
 
 import (

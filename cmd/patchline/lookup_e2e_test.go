@@ -1,3 +1,8 @@
+// The lookup API end to end, as a client sees it, against serve on the
+// bundled sample catalog. This file is over 600 lines because
+// TestLookupEndToEnd walks every route in turn on one server, each step
+// reading what the steps before it found, and is clearest as one test.
+
 package main
 
 import (

@@ -1,3 +1,9 @@
+// The console's routes, sign-in, sessions and pages. This file is over
+// 600 lines because it holds a test for each page and guard of the
+// console (authorization of every route, setup, throttling, keys, agents,
+// rollouts, TOTP, the audit log), each on its own environment; the
+// exposure pages have exposure_test.go.
+
 package console
 
 import (

@@ -1,3 +1,9 @@
+// The console's exposure pages against a real evaluation: a SQLite control
+// store whose agents reported real products, matched against records of
+// the bundled sample. This file is over 600 lines because
+// TestExposurePages checks the risk list, a CVE's agents and an agent's
+// tab against what it computes from the findings, one page after another.
+
 package console
 
 import (

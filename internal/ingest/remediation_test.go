@@ -1,3 +1,9 @@
+// TestRemediationFromEverySource reads the shared data of every source
+// with readers of its own, written apart from the feed parsers, and checks
+// that the ingest keeps each fix the files claim. This file is over 600
+// lines because it holds a reader per source (CVE List, NVD, KEV, EPSS,
+// OSV, Debian, MSRC, CSAF) beside the one test that uses them.
+
 package ingest
 
 import (

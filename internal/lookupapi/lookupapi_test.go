@@ -1,3 +1,9 @@
+// The lookup API's handlers, route by route, on catalogs in memory. This
+// file is over 600 lines because it holds a test for each route and
+// behaviour of the handler (records, lists, cursors, batches, streams,
+// rate limits, CORS, health), each short; the OSV, package and source
+// routes have files of their own.
+
 package lookupapi
 
 import (

@@ -1,3 +1,8 @@
+// fakeUpstream, every source the sync reads, served over HTTP from the
+// shared sample files. This file is over 600 lines because it holds one
+// fake per source, each a few dozen lines, which every test of this
+// package shares.
+
 package upstream
 
 import (

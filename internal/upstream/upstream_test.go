@@ -1,3 +1,7 @@
+// The sync against the fake upstream of fake_test.go. This file is over
+// 600 lines because each test is a scenario of several syncs (a first
+// one, what changed, failures, stalls, resumes), written out step by step.
+
 package upstream
 
 import (

@@ -1,3 +1,8 @@
+// The CVE List parser on real records. This file is over 600 lines
+// because TestParseRecords is one table of records of the shared sample,
+// each with what it must give (dates, metrics, CWEs, references, atoms),
+// written out case by case.
+
 package cvelist
 
 import (
