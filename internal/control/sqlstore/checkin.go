@@ -28,7 +28,8 @@ const (
 		inventory = coalesce(?, inventory), inventory_hash = coalesce(?, inventory_hash),
 		feature_upgrade = ?, feature_target = ?, applied_policies = ?, reboot_pending = ?,
 		ring = CASE WHEN ring_source = 'rule' THEN ? ELSE ring END
-		WHERE id = ? AND removed_at IS NULL`
+		WHERE id = ? AND removed_at IS NULL
+		RETURNING ` + returnHasQueued
 	// sqlCheckInSame is sqlCheckIn for the usual check-in, which changes
 	// neither the hostname, the ring nor the inventory: it leaves alone the
 	// columns of the agents_list and agents_ring indexes, whose entries
@@ -41,7 +42,13 @@ const (
 		os_platform = ?, os_name = ?, os_version = ?, os_build = ?, arch = ?,
 		agent_version = ?, capability = ?, ips = ?, last_seen_at = ?,
 		feature_upgrade = ?, feature_target = ?, applied_policies = ?, reboot_pending = ?
-		WHERE id = ? AND removed_at IS NULL AND hostname = ? AND (ring_source <> 'rule' OR ring IS NOT DISTINCT FROM ?)`
+		WHERE id = ? AND removed_at IS NULL AND hostname = ? AND (ring_source <> 'rule' OR ring IS NOT DISTINCT FROM ?)
+		RETURNING ` + returnHasQueued
+	// returnHasQueued is whether the agent that a check-in updated has
+	// commands to deliver (its last_seen_at is the time of the check-in):
+	// most check-ins have none, and end without another statement.
+	returnHasQueued = `EXISTS (SELECT 1 FROM commands
+		WHERE agent_id = agents.id AND state = 'queued' AND expires_at > agents.last_seen_at)`
 	sqlDeliver = `UPDATE commands SET state = 'delivered', updated_at = ? WHERE id = ?`
 )
 
@@ -158,24 +165,21 @@ func (s *Store) checkInTx(ctx context.Context, tx querier, rings []*device.Ring,
 			return nil, errs.Conflictf("the inventory delta is based on %q but the server holds %q: send the full inventory", r.c.InventoryBase, stored)
 		}
 	}
-	var n int64
+	var updated, queued bool
+	var err error
 	if r.same != nil {
-		res, err := tx.Exec(ctx, sqlCheckInSame, r.same...)
-		if err != nil {
+		if updated, queued, err = updateAgent(ctx, tx, sqlCheckInSame, r.same); err != nil {
 			return nil, err
 		}
-		n = rowsAffected(res)
 	}
-	if n == 0 {
-		res, err := tx.Exec(ctx, sqlCheckIn, r.args...)
-		if err != nil {
+	if !updated {
+		if updated, queued, err = updateAgent(ctx, tx, sqlCheckIn, r.args); err != nil {
 			return nil, err
 		}
-		n = rowsAffected(res)
 	}
 	now := ms(r.c.Time)
 	removedOnly := 0
-	if n == 0 {
+	if !updated {
 		// Unknown, or removed: a removed agent hears only about its
 		// removal, and not at all once that is over.
 		var removed *int64
@@ -197,7 +201,10 @@ func (s *Store) checkInTx(ctx context.Context, tx querier, rings []*device.Ring,
 		if _, err := tx.Exec(ctx, `UPDATE agents SET last_seen_at = ? WHERE id = ?`, now, r.id); err != nil {
 			return nil, err
 		}
-		removedOnly = 1
+		removedOnly, queued = 1, true
+	}
+	if !queued {
+		return nil, nil
 	}
 	delivered, err := queryAll(ctx, tx, scanCommand, s.d.queuedCommands, r.id, now, removedOnly, r.c.MaxCommands)
 	if err != nil || len(delivered) == 0 {
@@ -211,4 +218,15 @@ func (s *Store) checkInTx(ctx context.Context, tx querier, rings []*device.Ring,
 		cmd.UpdatedAt = fromMS(now)
 	}
 	return delivered, nil
+}
+
+// updateAgent runs one of the UPDATEs of a check-in: whether it updated
+// the agent (known and not removed), and whether the agent then has
+// commands to deliver.
+func updateAgent(ctx context.Context, tx querier, query string, args []any) (updated, queued bool, err error) {
+	err = tx.QueryRow(ctx, query, args...).Scan(&queued)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, false, nil
+	}
+	return err == nil, queued, err
 }
