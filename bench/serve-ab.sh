@@ -10,7 +10,9 @@
 # (CATALOG_DIR the --data of an ingest, such as /tmp/patchline-bench/data;
 # each PATCHLINE a binary). ROUNDS (3), MIXES (querybatch), DURATION (10s)
 # and QUERY_CONNS (8) change the rounds; CATALOG_DB (a postgres:// URL)
-# serves that catalog instead of CATALOG_DIR's; COPY_DATA=1 gives each
+# serves that catalog instead of CATALOG_DIR's, and several URLs separated
+# by spaces give each binary its own, in order (for builds whose schemas
+# differ, each with a catalog it ingested itself); COPY_DATA=1 gives each
 # server a copy of CATALOG_DIR of its own, for builds whose migrations
 # differ. Each server gets a control store of its own, so none builds its
 # package index for agents. Each server answers one list before the
@@ -36,7 +38,8 @@ for pl in "$@"; do
 		dir=$WORK/data-$n
 		cp -r "$DATA" "$dir"
 	fi
-	GODEBUG=gctrace=1 "$pl" serve --data "$dir" ${CATALOG_DB:+--catalog-db "$CATALOG_DB"} --control-db "$WORK/control-$n.db" \
+	db=$(echo "${CATALOG_DB:-}" | awk -v i="$n" '{ print (NF >= i) ? $i : $1 }')
+	GODEBUG=gctrace=1 "$pl" serve --data "$dir" ${db:+--catalog-db "$db"} --control-db "$WORK/control-$n.db" \
 		--cve-addr 127.0.0.1:0 --control-addr 127.0.0.1:0 --rate-limit off >"$WORK/serve-$n.log" 2>&1 &
 	PIDS="$PIDS $!"
 	echo "$!" >"$WORK/pid-$n"
