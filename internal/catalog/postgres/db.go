@@ -101,11 +101,8 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 // forgets the answer), and a replica answering thousands of lists a
 // second asks the server about once a millisecond rather than once a list.
 func (d *DB) Version(ctx context.Context) (int64, error) {
-	a, err := d.versions(ctx)
-	if err != nil {
-		return 0, err
-	}
-	return a.n, nil
+	n, _, err := d.versions(ctx)
+	return n, err
 }
 
 // generation returns the catalog's generation
@@ -113,26 +110,23 @@ func (d *DB) Version(ctx context.Context) (int64, error) {
 // alone, asked with the version and kept as it is: the summary index is
 // kept by it.
 func (d *DB) generation(ctx context.Context) (int64, error) {
-	a, err := d.versions(ctx)
-	if err != nil {
-		return 0, err
-	}
-	return a.gen, nil
+	_, gen, err := d.versions(ctx)
+	return gen, err
 }
 
 // versions returns the last answer of the catalog's version and
 // generation, or asks the server.
-func (d *DB) versions(ctx context.Context) (*versionAnswer, error) {
+func (d *DB) versions(ctx context.Context) (n, gen int64, err error) {
 	came := time.Now()
 	if a := d.version.Load(); a != nil && !a.forgotten && came.Sub(a.asked) < versionWindow {
-		return a, nil
+		return a.n, a.gen, nil
 	}
 	a := &versionAnswer{asked: came}
 	if err := d.pool.QueryRow(ctx, `SELECT v.n, g.n FROM catalog_version v, catalog_generation g`).Scan(&a.n, &a.gen); err != nil {
-		return nil, err
+		return 0, 0, err
 	}
 	d.keepVersion(a)
-	return a, nil
+	return a.n, a.gen, nil
 }
 
 // versionWindow is how long an answer of Version serves the calls that
