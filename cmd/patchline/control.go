@@ -34,11 +34,11 @@ import (
 // openControl opens the control store and returns the handler of the
 // control listener: the control API, the agent protocol and the console.
 func (m *Main) openControl(ctx context.Context) (http.Handler, error) {
-	store, err := openControlStore(ctx, m.Config.ControlDB)
+	db, err := openControlStore(ctx, m.Config.ControlDB)
 	if err != nil {
 		return nil, err
 	}
-	m.onClose(store.Close)
+	m.onClose(db.Close)
 	// Commands reach online agents through their long polls: the store
 	// rings the agents of each command it queues, on this replica's hub
 	// or, on PostgreSQL, on every replica's.
@@ -53,7 +53,7 @@ func (m *Main) openControl(ctx context.Context) (http.Handler, error) {
 		go pb.Run(ctx)
 		bell = pb
 	}
-	store = wakeup.Store{Store: store, Bell: bell}
+	var store control.Store = wakeup.Store{Store: db, Bell: bell}
 	trusted, err := ratelimit.ParseProxies(m.Config.TrustedProxies)
 	if err != nil {
 		return nil, fmt.Errorf("--trusted-proxies: %w", err)
@@ -159,7 +159,7 @@ func expireCommands(ctx context.Context, store control.Store, logger *slog.Logge
 // openControlStore opens the control store of a DSN: PostgreSQL for a
 // postgres:// or postgresql:// URL, else SQLite for a file path or
 // sqlite:PATH.
-func openControlStore(ctx context.Context, dsn string) (control.Store, error) {
+func openControlStore(ctx context.Context, dsn string) (*sqlstore.Store, error) {
 	if pgdb.IsDSN(dsn) {
 		s, err := sqlstore.OpenPostgres(ctx, dsn)
 		if err != nil {

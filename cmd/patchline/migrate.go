@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/patchline/patchline/internal/catalog"
-	"github.com/patchline/patchline/internal/control"
+	"github.com/patchline/patchline/internal/control/sqlstore"
 	"github.com/patchline/patchline/internal/cve"
 	"github.com/patchline/patchline/internal/pgdb"
 	"github.com/patchline/patchline/internal/sqlitedb"
@@ -59,7 +59,7 @@ func runMigrate(ctx context.Context, env *Env, args []string) error {
 }
 
 // migrateControl copies the control store at from into the empty control
-// store at to (see control.Copy): every table, ids, digests, hashes and
+// store at to (see sqlstore.Copy): every table, ids, digests, hashes and
 // times as they are, in one transaction of the target, so that the audit
 // chain verifies and keys and agent credentials authenticate on the copy.
 func migrateControl(ctx context.Context, env *Env, from, to string) error {
@@ -79,13 +79,13 @@ func migrateControl(ctx context.Context, env *Env, from, to string) error {
 		return fmt.Errorf("open target control store: %w", err)
 	}
 	defer dst.Close()
-	counts, err := control.Copy(ctx, src, dst)
+	counts, err := sqlstore.Copy(ctx, src, dst)
 	if err != nil {
 		return fmt.Errorf("target control store %s: %w", redactDSN(to), err)
 	}
 	fmt.Fprintf(env.Stdout, "control store copied from %s to %s in %.1fs\n", redactDSN(from), redactDSN(to), time.Since(start).Seconds())
-	for _, t := range control.Tables {
-		fmt.Fprintf(env.Stdout, "%s: %d\n", t.Name, counts[t.Name])
+	for _, c := range counts {
+		fmt.Fprintf(env.Stdout, "%s: %d\n", c.Table, c.Rows)
 	}
 	fmt.Fprintln(env.Stdout, "audit log verified")
 	return nil

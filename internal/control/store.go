@@ -1,5 +1,4 @@
-// Package control names what the control service needs from its store, and
-// copies a control store from one backend to another.
+// Package control names what the control service needs from its store.
 //
 // The store itself lives in internal/control/sqlstore, one implementation
 // over SQLite (one database file, for a single replica) and PostgreSQL (one

@@ -87,7 +87,6 @@ func Run(t *testing.T, b Backend) {
 		{"Exposure", testExposure},
 		{"ReplicaCheckIns", testReplicaCheckIns},
 		{"ReplicaAudit", testReplicaAudit},
-		{"Copy", testCopy},
 		{"Alerts", testAlerts},
 		{"ReplicaAlerts", testReplicaAlerts},
 	}

@@ -82,7 +82,7 @@ func Fill(t *testing.T, s control.Store) *Filled {
 			OS:   device.OS{Platform: "linux", Name: "Debian", Version: "12", Build: "1"},
 			Arch: "amd64", AgentVersion: "0.1", Capability: 1, IPs: []string{fmt.Sprintf("192.0.2.%d", i+10)},
 			CredentialHash: apikey.HashSecret(apikey.NewSecret(device.AgentCredentialPrefix)),
-			EnrolledAt:     t0, LastSeenAt: t0,
+			EnrolledAt:     t0, LastSeenAt: t0, EnrollmentID: fmt.Sprintf("enr-%d", i),
 		}
 		must(s.EnrollAgent(ctx, secret, ag))
 		inv := &device.Inventory{Software: []device.Software{{Name: "openssl", Version: "3.0.2", Ecosystem: "Debian:12"}}, PendingUpdates: []device.Update{}}
@@ -225,21 +225,4 @@ func Compare(t *testing.T, want, got control.Store, f *Filled) {
 	if res, err := audit.Verify(ctx, got); err != nil || res.Broken != nil || res.Entries != int(e.ID) {
 		t.Errorf("Verify of the copy after an append = %+v, %v", res, err)
 	}
-}
-
-// testCopy copies a store into a new one of the same backend, and refuses
-// to copy into a store that is not empty.
-func testCopy(t *testing.T, b *Backend) {
-	ctx := context.Background()
-	src := b.open(t)
-	f := Fill(t, src)
-	dst := b.open(t)
-	counts, err := control.Copy(ctx, src, dst)
-	wantKind(t, err, nil)
-	if counts["agents"] != int64(len(f.AgentIDs)) || counts["audit_log"] != 6 || counts["commands"] == 0 {
-		t.Errorf("copied %v", counts)
-	}
-	Compare(t, src, dst, f)
-	_, err = control.Copy(ctx, src, dst)
-	wantKind(t, err, errs.ErrConflict)
 }

@@ -1,100 +1,228 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 
-	"github.com/patchline/patchline/internal/control"
+	"github.com/patchline/patchline/internal/audit"
+	"github.com/patchline/patchline/internal/errs"
 )
 
-// DumpTables implements control.Copier, in one read-only snapshot.
-func (s *Store) DumpTables(ctx context.Context, fn func(t *control.Table, row []any) error) error {
-	return s.read(ctx, func(tx querier) error {
-		for _, t := range control.Tables {
-			if err := s.dumpTable(ctx, tx, t, fn); err != nil {
-				return fmt.Errorf("dump %s: %w", t.Name, err)
-			}
-		}
-		return nil
-	})
+// copyTables are the tables Copy carries, parents before the tables that
+// refer to them, each with the order its rows are read and written in:
+// the primary key, or "" for the order commands were queued in (the
+// dialect's queueOrder), which the target numbers anew as the rows arrive,
+// so that check-ins take commands of one time in the same order.
+var copyTables = []struct{ name, order string }{
+	{"rings", "name"},
+	{"api_keys", "id"},
+	{"admins", "id"},
+	{"admin_sessions", "id_hash"},
+	{"admin_totp", "admin_id"},
+	{"enroll_secrets", "id"},
+	{"agents", "id"},
+	{"policies", "id"},
+	{"policy_versions", "policy_id, version"},
+	{"rollouts", "id"},
+	{"rollout_agents", "rollout_id, agent_id"},
+	{"commands", ""},
+	{"log_bundles", "command_id"},
+	{"audit_log", "id"},
+	{"exposure_queue", "agent_id"},
+	{"agent_vulnerabilities", "agent_id, cve_key, ecosystem, product, package, installed"},
+	{"agent_products", "product_key, agent_id"},
+	{"cve_risks", "cve_key"},
+	{"cve_exposure", "cve_key"},
+	{"cve_fixes", "cve_key, ecosystem, product, fixed, kb, eol_from"},
+	{"alert_rules", "id"},
+	{"alerts", "id"},
+	{"alert_seen", "rule_id, cve_key, agent_id"},
+	{"alert_deliveries", "alert_id, attempt"},
 }
 
-func (s *Store) dumpTable(ctx context.Context, tx querier, t *control.Table, fn func(*control.Table, []any) error) error {
-	order := t.Order
-	if t.Name == "commands" {
-		order = s.d.queueOrder // the order they were queued in
-	}
-	// Each column scans into the sql.Null of its kind, whose Value is the
-	// column's value, nil for NULL; bytes are scanned into a copy.
-	dst := make([]any, len(t.Columns))
-	for i, c := range t.Columns {
-		switch c.Kind {
-		case control.Text:
-			dst[i] = new(sql.Null[string])
-		case control.Int:
-			dst[i] = new(sql.Null[int64])
-		case control.Float:
-			dst[i] = new(sql.Null[float64])
-		case control.Bool:
-			dst[i] = new(sql.Null[bool])
-		case control.Bytes:
-			dst[i] = new(sql.Null[[]byte])
-		}
-	}
-	return eachRow(ctx, tx, func(r scanner) error {
-		if err := r.Scan(dst...); err != nil {
-			return err
-		}
-		row := make([]any, len(dst))
-		for i, d := range dst {
-			row[i], _ = d.(driver.Valuer).Value()
-		}
-		return fn(t, row)
-	}, `SELECT `+t.ColumnNames()+` FROM `+t.Name+` ORDER BY `+order)
+// derivedTables are the tables a store fills from the others, which Copy
+// checks but does not carry: the target derives agent_policies from
+// agents.applied_policies as the rows arrive.
+var derivedTables = []string{"agent_policies"}
+
+// Copied is how many rows Copy carried of a table.
+type Copied struct {
+	Table string
+	Rows  int64
 }
 
-// LoadTables implements control.Copier, in one transaction.
-func (s *Store) LoadTables(ctx context.Context, fill func(put func(t *control.Table, row []any) error) error) error {
-	return s.writeOnce(ctx, func(q querier) error {
-		tx := q.(*runner).tx
-		stmts := map[string]*sql.Stmt{}
-		defer func() {
-			for _, st := range stmts {
-				st.Close()
-			}
-		}()
-		return fill(func(t *control.Table, row []any) error {
-			if len(row) != len(t.Columns) {
-				return control.ErrRowShape
-			}
-			st := stmts[t.Name]
-			if st == nil {
-				var err error
-				st, err = tx.PrepareContext(ctx, s.d.rebind(insertOne(t.Name, t.ColumnNames(), len(t.Columns), "")))
+// Copy copies every row of the control store src into the empty store dst,
+// in one transaction of dst that reads src in one snapshot, and checks the
+// copy: the same number of rows in every table, and an audit chain that
+// verifies. Each table carries every column src has, but the queue order
+// of commands: ids, digests, hashes and times as they are, so that keys,
+// agent credentials and sessions go on working. It returns how many rows
+// of each table it copied, in the order of copyTables. A dst that holds
+// anything is refused with errs.ErrConflict.
+func Copy(ctx context.Context, src, dst *Store) ([]Copied, error) {
+	have, err := dst.countRows(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("copy control store: %w", err)
+	}
+	if err := checkEmpty(have); err != nil {
+		return nil, err
+	}
+	copied := make([]Copied, len(copyTables))
+	err = dst.writeOnce(ctx, func(to querier) error {
+		return src.read(ctx, func(from querier) error {
+			for i, t := range copyTables {
+				n, err := copyTable(ctx, src.d, dst.d, from, to.(*runner), t.name, cmp.Or(t.order, src.d.queueOrder))
 				if err != nil {
-					return err
+					return fmt.Errorf("%s: %w", t.name, err)
 				}
-				stmts[t.Name] = st
+				copied[i] = Copied{t.name, n}
 			}
-			if s.d.arg != nil {
-				for i := range row {
-					row[i] = s.d.arg(row[i])
-				}
-			}
-			_, err := st.ExecContext(ctx, row...)
-			return err
+			return nil
 		})
 	})
+	if err != nil {
+		return nil, fmt.Errorf("copy control store: %w", err)
+	}
+	if err := checkCopy(ctx, src, dst, copied); err != nil {
+		return nil, fmt.Errorf("copy control store: %w", err)
+	}
+	return copied, nil
 }
 
-// CountRows implements control.Copier.
-func (s *Store) CountRows(ctx context.Context) (map[string]int64, error) {
-	names := append([]string{}, control.DerivedTables...)
-	for _, t := range control.Tables {
-		names = append(names, t.Name)
+// copyTable writes the rows of table as from reads them, in order, through
+// to, and returns how many it wrote. Values go as the source's driver reads
+// them, but for the target's booleans (SQLite keeps them as integers) and
+// text (SQLite may hand it over as bytes), and strings made storable.
+func copyTable(ctx context.Context, sd, dd *dialect, from querier, to *runner, table, order string) (int64, error) {
+	srcCols, err := tableColumns(ctx, from, table)
+	if err != nil {
+		return 0, err
+	}
+	dstCols, err := tableColumns(ctx, to, table)
+	if err != nil {
+		return 0, err
+	}
+	types := map[string]string{}
+	for _, c := range dstCols {
+		types[c.Name()] = strings.ToUpper(c.DatabaseTypeName())
+	}
+	var cols []string
+	for _, c := range srcCols {
+		if n := c.Name(); n != sd.queueOrder && n != dd.queueOrder {
+			cols = append(cols, n)
+		}
+	}
+	list := strings.Join(cols, ", ")
+	ins, err := to.tx.PrepareContext(ctx, dd.rebind(insertOne(table, list, len(cols), "")))
+	if err != nil {
+		return 0, err
+	}
+	defer ins.Close()
+	vals := make([]any, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	var n int64
+	err = eachRow(ctx, from, func(r scanner) error {
+		if err := r.Scan(ptrs...); err != nil {
+			return err
+		}
+		for i, v := range vals {
+			switch x := v.(type) {
+			case int64:
+				if types[cols[i]] == "BOOL" {
+					v = x != 0
+				}
+			case []byte:
+				if types[cols[i]] == "TEXT" {
+					v = string(x)
+				}
+			}
+			if dd.arg != nil {
+				v = dd.arg(v)
+			}
+			vals[i] = v
+		}
+		n++
+		_, err := ins.ExecContext(ctx, vals...)
+		return err
+	}, `SELECT `+list+` FROM `+table+` ORDER BY `+order)
+	return n, err
+}
+
+// tableColumns returns the columns of table as q's database has them.
+func tableColumns(ctx context.Context, q querier, table string) ([]*sql.ColumnType, error) {
+	rows, err := q.Query(ctx, `SELECT * FROM `+table+` WHERE false`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	return rows.ColumnTypes()
+}
+
+// checkCopy compares the rows copied of each table with those dst holds,
+// and those of the derived tables with src's, and verifies dst's audit
+// chain.
+func checkCopy(ctx context.Context, src, dst *Store, copied []Copied) error {
+	want, err := src.countRows(ctx)
+	if err != nil {
+		return err
+	}
+	got, err := dst.countRows(ctx)
+	if err != nil {
+		return err
+	}
+	var diffs []string
+	for _, c := range copied {
+		if got[c.Table] != c.Rows {
+			diffs = append(diffs, fmt.Sprintf("%s: %d copied, %d in the copy", c.Table, c.Rows, got[c.Table]))
+		}
+	}
+	for _, name := range derivedTables {
+		if got[name] != want[name] {
+			diffs = append(diffs, fmt.Sprintf("%s: %d in the source, %d in the copy", name, want[name], got[name]))
+		}
+	}
+	if len(diffs) > 0 {
+		return fmt.Errorf("the copy differs: %s", strings.Join(diffs, "; "))
+	}
+	res, err := audit.Verify(ctx, dst)
+	if err != nil {
+		return fmt.Errorf("verify the audit log of the copy: %w", err)
+	}
+	if res.Broken != nil {
+		return fmt.Errorf("the audit log of the copy is broken at entry %d: %s", res.Broken.ID, res.Broken.Reason)
+	}
+	return nil
+}
+
+// checkEmpty fails with errs.ErrConflict unless every table is empty.
+func checkEmpty(counts map[string]int64) error {
+	var full []string
+	for name, n := range counts {
+		if n > 0 {
+			full = append(full, fmt.Sprintf("%d %s", n, name))
+		}
+	}
+	if len(full) == 0 {
+		return nil
+	}
+	sort.Strings(full)
+	return errs.Conflictf("the target control store is not empty (%s): migrate copies into an empty control store only", strings.Join(full, ", "))
+}
+
+// countRows returns how many rows each table of copyTables and
+// derivedTables holds.
+func (s *Store) countRows(ctx context.Context) (map[string]int64, error) {
+	names := slices.Clone(derivedTables)
+	for _, t := range copyTables {
+		names = append(names, t.name)
 	}
 	parts := make([]string, len(names))
 	for i, n := range names {

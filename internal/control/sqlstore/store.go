@@ -106,7 +106,6 @@ var (
 	_ audit.Log                = (*Store)(nil)
 	_ exposure.Store           = (*Store)(nil)
 	_ control.Store            = (*Store)(nil)
-	_ control.Copier           = (*Store)(nil)
 )
 
 // dialect is what differs between the engines.
