@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 
 	"database/sql"
 
@@ -205,10 +204,7 @@ func (s *Store) FindAgents(ctx context.Context, f device.AgentFilter) (_ []*devi
 	if f.After != nil {
 		where = append(where, `(hostname, id) > (`+a.add(f.After.Hostname)+`, `+a.add(f.After.ID)+`)`)
 	}
-	query := `SELECT ` + agentColumns + ` FROM agents WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY hostname, id`
-	if f.Limit > 0 {
-		query += ` LIMIT ` + a.add(f.Limit)
-	}
+	query := a.selectWhere(`SELECT `+agentColumns+` FROM agents`, where, `hostname, id`, f.Limit)
 	return queryAll(ctx, s.rq(), scanAgent, query, a...)
 }
 

@@ -125,19 +125,15 @@ func (s *Store) AddAlerts(ctx context.Context, candidates []alert.Candidate, bui
 // FindAlerts implements alert.Store.
 func (s *Store) FindAlerts(ctx context.Context, f alert.Filter) (_ []*alert.Alert, err error) {
 	defer errs.Wrap(&err, "find alerts")
-	query := `SELECT ` + alertColumns + ` FROM alerts WHERE 1 = 1`
+	var where []string
 	var a args
 	if f.RuleID != "" {
-		query += ` AND rule_id = ` + a.add(f.RuleID)
+		where = append(where, `rule_id = `+a.add(f.RuleID))
 	}
 	if f.Before != nil {
-		at := ms(f.Before.CreatedAt)
-		query += ` AND (created_at < ` + a.add(at) + ` OR (created_at = ` + a.add(at) + ` AND id < ` + a.add(f.Before.ID) + `))`
+		where = append(where, `(created_at, id) < (`+a.add(ms(f.Before.CreatedAt))+`, `+a.add(f.Before.ID)+`)`)
 	}
-	query += ` ORDER BY created_at DESC, id DESC`
-	if f.Limit > 0 {
-		query += ` LIMIT ` + a.add(f.Limit)
-	}
+	query := a.selectWhere(`SELECT `+alertColumns+` FROM alerts`, where, `created_at DESC, id DESC`, f.Limit)
 	return queryAll(ctx, s.rq(), scanAlert, query, a...)
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"database/sql"
 
@@ -61,14 +60,7 @@ func (s *Store) FindAuditEntries(ctx context.Context, f audit.Filter) (_ []*audi
 	if f.Before > 0 {
 		where = append(where, `id < `+a.add(f.Before))
 	}
-	query := `SELECT ` + auditColumns + ` FROM audit_log`
-	if len(where) > 0 {
-		query += ` WHERE ` + strings.Join(where, ` AND `)
-	}
-	query += ` ORDER BY id DESC`
-	if f.Limit > 0 {
-		query += ` LIMIT ` + a.add(f.Limit)
-	}
+	query := a.selectWhere(`SELECT `+auditColumns+` FROM audit_log`, where, `id DESC`, f.Limit)
 	return queryAll(ctx, s.rq(), scanAudit, query, a...)
 }
 

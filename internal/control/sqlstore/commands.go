@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"database/sql"
@@ -105,14 +104,7 @@ func (s *Store) FindCommands(ctx context.Context, f device.CommandFilter) (_ []*
 	if f.Before != nil {
 		where = append(where, `(created_at, id) < (`+a.add(ms(f.Before.CreatedAt))+`, `+a.add(f.Before.ID)+`)`)
 	}
-	query := `SELECT ` + commandColumns + ` FROM commands`
-	if len(where) > 0 {
-		query += ` WHERE ` + strings.Join(where, ` AND `)
-	}
-	query += ` ORDER BY created_at DESC, id DESC`
-	if f.Limit > 0 {
-		query += ` LIMIT ` + a.add(f.Limit)
-	}
+	query := a.selectWhere(`SELECT `+commandColumns+` FROM commands`, where, `created_at DESC, id DESC`, f.Limit)
 	return queryAll(ctx, s.rq(), scanCommand, query, a...)
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 
 	"database/sql"
 
@@ -407,7 +406,7 @@ func (s *Store) AgentVulnerabilities(ctx context.Context, agentID string) (_ []e
 // FleetVulnerabilities implements exposure.Store.
 func (s *Store) FleetVulnerabilities(ctx context.Context, f exposure.FleetFilter) (_ []exposure.FleetVulnerability, err error) {
 	defer errs.Wrap(&err, "fleet vulnerabilities")
-	where := []string{`true`}
+	var where []string
 	var a args
 	if !f.IncludeUnknown {
 		where = append(where, `e.affected > 0`)
@@ -419,11 +418,8 @@ func (s *Store) FleetVulnerabilities(ctx context.Context, f exposure.FleetFilter
 		where = append(where, `(r.kev < ? OR (r.kev = ? AND (r.epss < ? OR (r.epss = ? AND (r.cvss < ? OR (r.cvss = ? AND r.cve_key > ?))))))`)
 		a = append(a, c.KEV, c.KEV, c.EPSS, c.EPSS, c.CVSS, c.CVSS, c.CVEKey)
 	}
-	query := `SELECT ` + riskColumns + `, e.affected, e.unknown FROM cve_exposure e JOIN cve_risks r ON r.cve_key = e.cve_key
-		WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY ` + riskOrder
-	if f.Limit > 0 {
-		query += ` LIMIT ` + a.add(f.Limit)
-	}
+	query := a.selectWhere(`SELECT `+riskColumns+`, e.affected, e.unknown FROM cve_exposure e JOIN cve_risks r ON r.cve_key = e.cve_key`,
+		where, riskOrder, f.Limit)
 	return readResult(ctx, s, func(tx querier) ([]exposure.FleetVulnerability, error) {
 		out, err := queryAll(ctx, tx, func(row scanner) (exposure.FleetVulnerability, error) {
 			var v exposure.FleetVulnerability
@@ -462,9 +458,8 @@ func (s *Store) VulnerabilityAgents(ctx context.Context, f exposure.AgentFilter)
 	if f.After != "" {
 		where = append(where, `v.agent_id > `+a.add(f.After))
 	}
-	query := `SELECT v.agent_id, a.hostname, coalesce(a.ring, ''), ` + findingColumns + `
-		FROM agent_vulnerabilities v JOIN agents a ON a.id = v.agent_id
-		WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY v.agent_id, v.ecosystem, v.product, v.package`
+	query := a.selectWhere(`SELECT v.agent_id, a.hostname, coalesce(a.ring, ''), `+findingColumns+`
+		FROM agent_vulnerabilities v JOIN agents a ON a.id = v.agent_id`, where, `v.agent_id, v.ecosystem, v.product, v.package`, 0)
 	var out []exposure.CVEAgent
 	err = eachRow(ctx, s.rq(), func(row scanner) error {
 		var ag exposure.CVEAgent

@@ -154,12 +154,8 @@ func (s *Store) FindPolicyAgents(ctx context.Context, f device.PolicyAgentFilter
 		if f.After != nil {
 			where = append(where, `(a.hostname, a.id) > (`+a.add(f.After.Hostname)+`, `+a.add(f.After.ID)+`)`)
 		}
-		query := `SELECT a.id, a.hostname, ap.version, ap.compliant, ap.message, a.last_seen_at
-			FROM agent_policies ap JOIN agents a ON a.id = ap.agent_id
-			WHERE ` + strings.Join(where, ` AND `) + ` ORDER BY a.hostname, a.id`
-		if f.Limit > 0 {
-			query += ` LIMIT ` + a.add(f.Limit)
-		}
+		query := a.selectWhere(`SELECT a.id, a.hostname, ap.version, ap.compliant, ap.message, a.last_seen_at
+			FROM agent_policies ap JOIN agents a ON a.id = ap.agent_id`, where, `a.hostname, a.id`, f.Limit)
 		return queryAll(ctx, tx, func(row scanner) (*device.PolicyAgent, error) {
 			var pa device.PolicyAgent
 			var seen int64

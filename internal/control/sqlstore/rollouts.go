@@ -220,14 +220,7 @@ func (s *Store) FindRollouts(ctx context.Context, f device.RolloutFilter) (_ []*
 	if f.Before != "" {
 		where = append(where, `(created_at, id) < (SELECT created_at, id FROM rollouts WHERE id = `+a.add(f.Before)+`)`)
 	}
-	query := `SELECT ` + rolloutColumns + ` FROM rollouts`
-	if len(where) > 0 {
-		query += ` WHERE ` + strings.Join(where, ` AND `)
-	}
-	query += ` ORDER BY created_at DESC, id DESC`
-	if f.Limit > 0 {
-		query += ` LIMIT ` + a.add(f.Limit)
-	}
+	query := a.selectWhere(`SELECT `+rolloutColumns+` FROM rollouts`, where, `created_at DESC, id DESC`, f.Limit)
 	return queryAll(ctx, s.rq(), scanRollout, query, a...)
 }
 

@@ -503,6 +503,20 @@ func (a *args) add(v any) string {
 	return "?"
 }
 
+// selectWhere returns sel, a SELECT … FROM …, with the conditions of where
+// (ANDed), ORDER BY order and, when limit > 0, a LIMIT whose argument it
+// adds: the last placeholder of the query.
+func (a *args) selectWhere(sel string, where []string, order string, limit int) string {
+	if len(where) > 0 {
+		sel += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	sel += ` ORDER BY ` + order
+	if limit > 0 {
+		sel += ` LIMIT ` + a.add(limit)
+	}
+	return sel
+}
+
 // in appends vs and returns the list of their placeholders, in
 // parentheses.
 func in[T any](a *args, vs []T) string {
