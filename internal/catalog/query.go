@@ -30,29 +30,61 @@ const MaxListLimit = 1000
 // MaxSearchTerms bounds the words of a search.
 const MaxSearchTerms = 32
 
-// listOrder returns the sort key of q and the column it orders by, with
-// its page size; errs.ErrInvalid for an unknown sort key, a limit out of
-// bounds, an unknown severity or an epss_min that is not a number.
-func listOrder(q cve.ListQuery) (sortKey, col string, limit int, err error) {
-	sortKey = cmp.Or(q.Sort, cve.SortPublished)
-	col, ok := sortColumns[sortKey]
+// listPlan is a list query checked and resolved: its sort column, page
+// size and the engine's query of its search. The summary index
+// (summarylist.go) answers it.
+type listPlan struct {
+	Col   string // sort column
+	Desc  bool
+	Limit int
+	// Match is the engine's full-text query of the search, "" without one.
+	Match string
+	// Empty says that no record can match.
+	Empty bool
+}
+
+// sortColumns maps a sort key to its column in records.
+var sortColumns = map[string]string{
+	cve.SortPublished: "published",
+	cve.SortEPSS:      "epss",
+	cve.SortCVSS:      "cvss",
+	cve.SortFix:       "has_fix",
+	cve.SortKEV:       "is_kev",
+	cve.SortCVE:       "key",
+}
+
+// newListPlan returns the plan of q, its search made the engine's query by
+// search (which returns "" when nothing can match). It returns
+// errs.ErrInvalid for an unknown sort key, a limit out of bounds, an
+// unknown severity, an epss_min that is not a number and a search of too
+// many words.
+func newListPlan(q cve.ListQuery, search func(text string) (string, error)) (*listPlan, error) {
+	col, ok := sortColumns[cmp.Or(q.Sort, cve.SortPublished)]
 	if !ok {
-		return "", "", 0, errs.Invalidf("unknown sort key %q", q.Sort)
+		return nil, errs.Invalidf("unknown sort key %q", q.Sort)
 	}
 	if q.Limit < 0 || q.Limit > MaxListLimit {
-		return "", "", 0, errs.Invalidf("limit must be between 1 and %d, got %d", MaxListLimit, q.Limit)
+		return nil, errs.Invalidf("limit must be between 1 and %d, got %d", MaxListLimit, q.Limit)
 	}
 	for _, s := range q.Severities {
 		switch s {
 		case cve.SeverityCritical, cve.SeverityHigh, cve.SeverityMedium, cve.SeverityLow, cve.SeverityNone:
 		default:
-			return "", "", 0, errs.Invalidf("unknown severity %q", s)
+			return nil, errs.Invalidf("unknown severity %q", s)
 		}
 	}
 	if q.EPSSMin != nil && math.IsNaN(*q.EPSSMin) {
-		return "", "", 0, errs.Invalidf("epss_min is not a number")
+		return nil, errs.Invalidf("epss_min is not a number")
 	}
-	return sortKey, col, cmp.Or(q.Limit, DefaultListLimit), nil
+	p := &listPlan{Col: col, Desc: q.Desc, Limit: cmp.Or(q.Limit, DefaultListLimit)}
+	if strings.TrimSpace(q.Q) != "" {
+		var err error
+		if p.Match, err = search(q.Q); err != nil {
+			return nil, err
+		}
+		p.Empty = p.Match == ""
+	}
+	return p, nil
 }
 
 // yearKeys returns the range of CVE keys of the ids of year y, lo

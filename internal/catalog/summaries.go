@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/patchline/patchline/internal/cve"
+	"github.com/patchline/patchline/internal/errs"
 )
 
 // The summary index of a catalog on either engine is the one way its
@@ -225,9 +226,13 @@ var errStale = errors.New("the catalog changed")
 // Walk implements cve.Catalog: it calls fn for every record after the CVE
 // id after ("" for all), in key order.
 func (s *Summaries) Walk(ctx context.Context, after string, fn func(cve.Summary) error) error {
-	from, err := walkStart(after)
-	if err != nil {
-		return err
+	from := int64(-1) // the whole catalog
+	if after != "" {
+		k, ok := cve.Key(after)
+		if !ok {
+			return errs.Invalidf("after: %q is not a CVE id", after)
+		}
+		from = k
 	}
 	x, err := s.index(ctx)
 	if err != nil {
