@@ -14,9 +14,7 @@ import (
 
 // CreateAdmin implements admin.Store.
 func (s *Store) CreateAdmin(ctx context.Context, a *admin.Admin) error {
-	err := s.write(ctx, func(tx querier) error {
-		return insertAdmin(ctx, tx, a)
-	})
+	err := insertAdmin(ctx, s.wq(), a)
 	if _, ok := s.d.isUnique(err); ok {
 		return errs.Conflictf("an administrator with email %s exists", a.Email)
 	}

@@ -48,7 +48,7 @@ func (s *Store) CreateCommands(ctx context.Context, cmds []*device.Command, skip
 }
 
 func (s *Store) insertCommand(ctx context.Context, tx querier, c *device.Command) error {
-	result, err := resultJSON(c.Result)
+	result, err := nullJSON(c.Result)
 	if err != nil {
 		return err
 	}
@@ -59,18 +59,6 @@ func (s *Store) insertCommand(ctx context.Context, tx querier, c *device.Command
 		return errs.Conflictf("command %s exists", c.ID)
 	}
 	return err
-}
-
-func resultJSON(r *device.Result) (*string, error) {
-	if r == nil {
-		return nil, nil
-	}
-	b, err := json.Marshal(r)
-	if err != nil {
-		return nil, err
-	}
-	v := string(b)
-	return &v, nil
 }
 
 // FindCommandByID implements device.CommandStore.
@@ -137,7 +125,7 @@ func setCommandState(ctx context.Context, tx querier, c *device.Command, st devi
 	if result != nil {
 		c.Result = result
 	}
-	res, err := resultJSON(c.Result)
+	res, err := nullJSON(c.Result)
 	if err != nil {
 		return err
 	}

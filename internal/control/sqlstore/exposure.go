@@ -1,11 +1,12 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 
 	"database/sql"
 
@@ -192,18 +193,9 @@ type fixRow struct {
 	ecosystem, product, fixed, kb, eolFrom string
 }
 
-func (a fixRow) less(b fixRow) bool {
-	if a.cveKey != b.cveKey {
-		return a.cveKey < b.cveKey
-	}
-	x := []string{a.ecosystem, a.product, a.fixed, a.kb, a.eolFrom}
-	y := []string{b.ecosystem, b.product, b.fixed, b.kb, b.eolFrom}
-	for i := range x {
-		if x[i] != y[i] {
-			return x[i] < y[i]
-		}
-	}
-	return false
+func (a fixRow) compare(b fixRow) int {
+	return cmp.Or(cmp.Compare(a.cveKey, b.cveKey), cmp.Compare(a.ecosystem, b.ecosystem), cmp.Compare(a.product, b.product),
+		cmp.Compare(a.fixed, b.fixed), cmp.Compare(a.kb, b.kb), cmp.Compare(a.eolFrom, b.eolFrom))
 }
 
 // agentFixes returns the fixes that apply to an agent's affected items.
@@ -242,7 +234,7 @@ func adjustFixes(ctx context.Context, tx querier, old, cur map[fixRow]bool) erro
 	if len(changes) == 0 {
 		return nil
 	}
-	sort.Slice(changes, func(i, j int) bool { return changes[i].f.less(changes[j].f) })
+	slices.SortFunc(changes, func(x, y change) int { return x.f.compare(y.f) })
 	removed := false
 	for _, c := range changes {
 		f := c.f
@@ -292,7 +284,7 @@ func adjustCounts(ctx context.Context, tx querier, old, cur map[int64]exposure.S
 	if len(keys) == 0 {
 		return nil
 	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	slices.Sort(keys)
 	for _, k := range keys {
 		d := delta[k]
 		if _, err := tx.Exec(ctx, sqlAddCounts, k, d[0], d[1]); err != nil {
@@ -353,7 +345,7 @@ func (s *Store) putRisks(ctx context.Context, risks []exposure.Risk, conflict st
 	for k := range byKey {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	slices.Sort(keys)
 	err := s.write(ctx, func(tx querier) error {
 		rows := make([][]any, len(keys))
 		for i, key := range keys {

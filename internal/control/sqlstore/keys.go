@@ -15,12 +15,9 @@ import (
 
 // CreateKey implements apikey.KeyStore.
 func (s *Store) CreateKey(ctx context.Context, k *apikey.Key) error {
-	err := s.write(ctx, func(tx querier) error {
-		_, err := tx.Exec(ctx, `INSERT INTO api_keys (`+keyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			k.ID, k.Name, k.SecretHash, k.Privileged, k.CreatedBy, ms(k.CreatedAt),
-			msPtr(k.LastUsedAt), msPtr(k.ExpiresAt), msPtr(k.RevokedAt))
-		return err
-	})
+	_, err := s.wq().Exec(ctx, `INSERT INTO api_keys (`+keyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		k.ID, k.Name, k.SecretHash, k.Privileged, k.CreatedBy, ms(k.CreatedAt),
+		msPtr(k.LastUsedAt), msPtr(k.ExpiresAt), msPtr(k.RevokedAt))
 	if _, ok := s.d.isUnique(err); ok {
 		return errs.Conflictf("API key %s exists", k.ID)
 	}

@@ -38,7 +38,7 @@ func (s *Store) CreateRing(ctx context.Context, r *device.Ring) (err error) {
 		if n > 0 {
 			return errs.Conflictf("ring %q exists", r.Name)
 		}
-		rule, err := ruleJSON(r.Rule)
+		rule, err := nullJSON(r.Rule)
 		if err != nil {
 			return err
 		}
@@ -58,7 +58,7 @@ func (s *Store) CreateRing(ctx context.Context, r *device.Ring) (err error) {
 func (s *Store) UpdateRing(ctx context.Context, r *device.Ring) (err error) {
 	defer errs.Wrap(&err, "update ring %s", r.Name)
 	return s.write(ctx, func(tx querier) error {
-		rule, err := ruleJSON(r.Rule)
+		rule, err := nullJSON(r.Rule)
 		if err != nil {
 			return err
 		}
@@ -72,19 +72,6 @@ func (s *Store) UpdateRing(ctx context.Context, r *device.Ring) (err error) {
 		}
 		return reassignRings(ctx, tx)
 	})
-}
-
-// ruleJSON encodes a ring rule for its column, nil as NULL.
-func ruleJSON(r *device.RingRule) (*string, error) {
-	if r == nil {
-		return nil, nil
-	}
-	b, err := json.Marshal(r)
-	if err != nil {
-		return nil, err
-	}
-	v := string(b)
-	return &v, nil
 }
 
 // scanRing reads the columns of ringColumns.

@@ -51,6 +51,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -561,6 +562,18 @@ func nullString(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// nullJSON encodes v for a JSON column, nil as NULL.
+func nullJSON[T any](v *T) (*string, error) {
+	if v == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return nullBytes(b), nil
 }
 
 // nullBytes turns an empty JSON value into NULL.
