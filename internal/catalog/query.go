@@ -2,9 +2,7 @@ package catalog
 
 import (
 	"cmp"
-	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -109,22 +107,6 @@ func SearchWords(text string) ([]string, error) {
 // IsTokenRune reports whether r belongs to a token of the search index: a
 // letter or a digit.
 func IsTokenRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) }
-
-// RecordFromJSON is cve.Catalog's Record of a store, decoded from the
-// stored body its RecordJSON returns.
-func RecordFromJSON(ctx context.Context, c interface {
-	RecordJSON(ctx context.Context, id string) ([]byte, error)
-}, id string) (*cve.Record, error) {
-	body, err := c.RecordJSON(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	var r cve.Record
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, fmt.Errorf("decode record %s: %w", id, err)
-	}
-	return &r, nil
-}
 
 // RecordKey returns the key of the record of id, errs.ErrNotFound when id
 // is not a CVE id.

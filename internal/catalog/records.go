@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/patchline/patchline/internal/cve"
@@ -9,24 +10,41 @@ import (
 )
 
 // BodyReader reads the stored bodies of records: what the stores differ in
-// when they answer cve.Catalog's RecordJSON and RecordsJSON, which
-// ReadRecordJSON and ReadRecordsJSON write once over it.
+// when they answer cve.Catalog's Record, RecordJSON and RecordsJSON, which
+// Records writes once over it.
 type BodyReader interface {
 	// ReadBodies calls fn with the body of each of keys that the catalog
 	// holds, all read from one commit of the catalog; fn may keep body.
 	ReadBodies(ctx context.Context, keys []int64, fn func(key int64, body []byte)) error
 }
 
-// ReadRecordJSON is cve.Catalog's RecordJSON over r: errs.ErrNotFound when
-// the catalog has no record of id.
-func ReadRecordJSON(ctx context.Context, r BodyReader, id string) ([]byte, error) {
+// Records implements cve.Catalog's Record, RecordJSON and RecordsJSON over
+// the bodies of a store.
+type Records struct{ Bodies BodyReader }
+
+// Record implements cve.Catalog: the record decoded from its stored body.
+func (r Records) Record(ctx context.Context, id string) (*cve.Record, error) {
+	body, err := r.RecordJSON(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var rec cve.Record
+	if err := json.Unmarshal(body, &rec); err != nil {
+		return nil, fmt.Errorf("decode record %s: %w", id, err)
+	}
+	return &rec, nil
+}
+
+// RecordJSON implements cve.Catalog: errs.ErrNotFound when the catalog has
+// no record of id.
+func (r Records) RecordJSON(ctx context.Context, id string) ([]byte, error) {
 	key, err := RecordKey(id)
 	if err != nil {
 		return nil, err
 	}
 	var body []byte
 	found := false
-	err = r.ReadBodies(ctx, []int64{key}, func(_ int64, b []byte) { body, found = b, true })
+	err = r.Bodies.ReadBodies(ctx, []int64{key}, func(_ int64, b []byte) { body, found = b, true })
 	if err != nil {
 		return nil, fmt.Errorf("read record %s: %w", id, err)
 	}
@@ -36,10 +54,10 @@ func ReadRecordJSON(ctx context.Context, r BodyReader, id string) ([]byte, error
 	return body, nil
 }
 
-// ReadRecordsJSON is cve.Catalog's RecordsJSON over r: the bodies of the
-// records of ids that the catalog holds, by id, all from one commit. Ids
-// that are not CVE ids are left out, as ids the catalog does not know.
-func ReadRecordsJSON(ctx context.Context, r BodyReader, ids []string) (map[string][]byte, error) {
+// RecordsJSON implements cve.Catalog: the bodies of the records of ids
+// that the catalog holds, by id, all from one commit. Ids that are not
+// CVE ids are left out, as ids the catalog does not know.
+func (r Records) RecordsJSON(ctx context.Context, ids []string) (map[string][]byte, error) {
 	out := make(map[string][]byte, len(ids))
 	keys := make([]int64, 0, len(ids))
 	idOf := make(map[int64]string, len(ids))
@@ -56,7 +74,7 @@ func ReadRecordsJSON(ctx context.Context, r BodyReader, ids []string) (map[strin
 	if len(keys) == 0 {
 		return out, nil
 	}
-	err := r.ReadBodies(ctx, keys, func(key int64, body []byte) { out[idOf[key]] = body })
+	err := r.Bodies.ReadBodies(ctx, keys, func(key int64, body []byte) { out[idOf[key]] = body })
 	if err != nil {
 		return nil, fmt.Errorf("read records: %w", err)
 	}

@@ -59,6 +59,8 @@ type DB struct {
 	*catalog.SQLReads
 	// Summaries answers lists and walks from memory.
 	*catalog.Summaries
+	// Records answers records from ReadBodies.
+	catalog.Records
 	// version is the last answer of Version.
 	version atomic.Pointer[versionAnswer]
 }
@@ -80,6 +82,7 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 	d := &DB{pool: pool, SQLSyncStates: &catalog.SQLSyncStates{Read: sqldb, Write: sqldb, Text: pgdb.Text},
 		SQLReads: &catalog.SQLReads{DB: sqldb, Snapshot: snapshot}}
 	d.SQLReads.Version = d.Version
+	d.Records = catalog.Records{Bodies: d}
 	d.Summaries = catalog.NewSummaries(catalog.SummarySource{
 		Version: d.generation, Search: searchQuery, SearchKeys: d.searchKeys,
 		Begin:  func(ctx context.Context) (*sql.Tx, error) { return sqldb.BeginTx(ctx, snapshot) },
@@ -165,21 +168,6 @@ func (d *DB) Close() error {
 	d.SQLSyncStates.Read.Close()
 	d.pool.Close()
 	return nil
-}
-
-// Record implements cve.Catalog.
-func (d *DB) Record(ctx context.Context, id string) (*cve.Record, error) {
-	return catalog.RecordFromJSON(ctx, d, id)
-}
-
-// RecordJSON implements cve.Catalog.
-func (d *DB) RecordJSON(ctx context.Context, id string) ([]byte, error) {
-	return catalog.ReadRecordJSON(ctx, d, id)
-}
-
-// RecordsJSON implements cve.Catalog.
-func (d *DB) RecordsJSON(ctx context.Context, ids []string) (map[string][]byte, error) {
-	return catalog.ReadRecordsJSON(ctx, d, ids)
 }
 
 // ReadBodies implements catalog.BodyReader: one key in one round trip,

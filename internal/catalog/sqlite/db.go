@@ -46,6 +46,8 @@ type DB struct {
 	files *bodyFiles
 	// Summaries answers lists and walks from memory.
 	*catalog.Summaries
+	// Records answers records from ReadBodies.
+	catalog.Records
 	// lastGen is the last answer of generation.
 	lastGen atomic.Pointer[generationAnswer]
 }
@@ -74,6 +76,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		SQLSyncStates: &catalog.SQLSyncStates{Read: db.Read, Write: db.Write, Changed: db.Changed},
 		SQLReads:      &catalog.SQLReads{DB: db.Read}}
 	d.SQLReads.Version = d.Version
+	d.Records = catalog.Records{Bodies: d}
 	d.Summaries = catalog.NewSummaries(catalog.SummarySource{
 		Version: d.generation, Search: ftsQuery, SearchKeys: d.searchKeys,
 		Begin: func(ctx context.Context) (*sql.Tx, error) { return d.db.Read.BeginTx(ctx, nil) },
@@ -96,16 +99,6 @@ func (d *DB) Close() error {
 
 // SQL returns the handle for reads.
 func (d *DB) SQL() *sql.DB { return d.db.Read }
-
-// Record implements cve.Catalog.
-func (d *DB) Record(ctx context.Context, id string) (*cve.Record, error) {
-	return catalog.RecordFromJSON(ctx, d, id)
-}
-
-// RecordJSON implements cve.Catalog.
-func (d *DB) RecordJSON(ctx context.Context, id string) ([]byte, error) {
-	return catalog.ReadRecordJSON(ctx, d, id)
-}
 
 // AppendRecordJSON is RecordJSON appending the body to dst: from the
 // record cache, else read from the body store into dst, with no
@@ -201,11 +194,6 @@ func putBody(b *[]byte) {
 	if cap(*b) <= 1<<20 { // keep no outsized buffer
 		bodyBufs.Put(b)
 	}
-}
-
-// RecordsJSON implements cve.Catalog.
-func (d *DB) RecordsJSON(ctx context.Context, ids []string) (map[string][]byte, error) {
-	return catalog.ReadRecordsJSON(ctx, d, ids)
 }
 
 // ReadBodies implements catalog.BodyReader: from the record cache, then
