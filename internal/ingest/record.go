@@ -93,29 +93,15 @@ func stampSources(rec *cve.Record, synced map[string]time.Time, old []byte, last
 	}
 }
 
-// ContentHash hashes what a record says, leaving out its modification time,
-// its EPSS score, which moves every day, and the sync times of its sources:
-// a record's modifiedAt changes when its content changes, not when its
-// EPSS score does or a source's data is taken in again.
-func ContentHash(rec *cve.Record) ([]byte, error) {
-	c := *rec
-	c.EPSS = nil
-	c.ModifiedAt = nil
-	c.Links = nil
-	c.DataSources = unstamped(rec.DataSources)
-	b, err := json.Marshal(&c)
-	if err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256(b)
-	return sum[:], nil
-}
-
 // Encode returns the stored row of rec. Its modifiedAt is kept from the
 // stored record when the content hash is unchanged and set to now otherwise.
+// The content hash leaves out the modification time, the EPSS score, which
+// moves every day, and the sync times of the sources: a record's modifiedAt
+// changes when what it says changes, not when its EPSS score does or a
+// source's data is taken in again.
 func Encode(key int64, rec *cve.Record, oldHash []byte, oldModified int64, exists bool, now time.Time) (*catalog.Row, error) {
 	// One encoding serves both: the content (EPSS and modifiedAt null, as
-	// ContentHash hashes it), and the body, the content with the two
+	// the hash leaves them out), and the body, the content with the two
 	// filled in.
 	epss, sources := rec.EPSS, rec.DataSources
 	rec.EPSS, rec.ModifiedAt, rec.Links, rec.DataSources = nil, nil, nil, unstamped(sources)

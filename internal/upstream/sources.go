@@ -31,7 +31,7 @@ type Source struct {
 	// Name is the ingest source name: cvelist, nvd, kev, epss, osv,
 	// debian, msrc, eol.
 	Name string
-	// URL is the base URL of the upstream (DefaultURL), or of a mirror
+	// URL is the base URL of the upstream (see Defaults), or of a mirror
 	// that speaks the same protocol; or a local directory or file, a
 	// mirror ingested whole when it changed.
 	URL string
@@ -72,12 +72,6 @@ var DefaultEOLProducts = []string{"debian", "ubuntu", "alpine-linux", "almalinux
 // Names returns the names of the sources that can be synced, in sync
 // order; csaf only from a local directory.
 func Names() []string { return append(slices.Clone(order), "csaf") }
-
-// DefaultURL returns the default upstream URL of a source.
-func DefaultURL(name string) (string, bool) {
-	u, ok := defaultURLs[name]
-	return u, ok
-}
 
 // Defaults returns every source this build can sync, at its default URL.
 // A source whose parser this build lacks is left out.

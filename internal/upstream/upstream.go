@@ -47,12 +47,6 @@ import (
 	"github.com/patchline/patchline/internal/ingest"
 )
 
-// Sources returns the configured sources.
-func (s *Syncer) Sources() []Source { return slices.Clone(s.cfg.Sources) }
-
-// Holder returns the name of this replica in the sync lease.
-func (s *Syncer) Holder() string { return s.cfg.Holder }
-
 // Result is what one sync of one source did.
 type Result struct {
 	Source string
