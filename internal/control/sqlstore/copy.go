@@ -107,14 +107,14 @@ func copyTable(ctx context.Context, sd, dd *dialect, from querier, to *runner, t
 	if err != nil {
 		return 0, err
 	}
-	types := map[string]string{}
+	dstType := map[string]string{}
 	for _, c := range dstCols {
-		types[c.Name()] = strings.ToUpper(c.DatabaseTypeName())
+		dstType[c.Name()] = strings.ToUpper(c.DatabaseTypeName())
 	}
-	var cols []string
+	var cols, types []string // the columns carried, and their types in dst
 	for _, c := range srcCols {
 		if n := c.Name(); n != sd.queueOrder && n != dd.queueOrder {
-			cols = append(cols, n)
+			cols, types = append(cols, n), append(types, dstType[n])
 		}
 	}
 	list := strings.Join(cols, ", ")
@@ -136,11 +136,11 @@ func copyTable(ctx context.Context, sd, dd *dialect, from querier, to *runner, t
 		for i, v := range vals {
 			switch x := v.(type) {
 			case int64:
-				if types[cols[i]] == "BOOL" {
+				if types[i] == "BOOL" {
 					v = x != 0
 				}
 			case []byte:
-				if types[cols[i]] == "TEXT" {
+				if types[i] == "TEXT" {
 					v = string(x)
 				}
 			}
