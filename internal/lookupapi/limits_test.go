@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -109,7 +110,12 @@ func TestStalledStreamGivesBackItsSlot(t *testing.T) {
 	defer func(d time.Duration) { streamWriteTimeout = d }(streamWriteTimeout)
 	streamWriteTimeout = 300 * time.Millisecond
 	cat := memCatalog(testRecords()...)
+	// walking is closed when the first stream, holding the slot, starts
+	// its walk: the second is asked for only then.
+	walking := make(chan struct{})
+	var once sync.Once
 	cat.WalkFn = func(ctx context.Context, after string, fn func(cve.Summary) error) error {
+		once.Do(func() { close(walking) })
 		// An endless catalog: far more than the socket buffers hold.
 		for i := int64(1); ctx.Err() == nil; i++ {
 			if err := fn(cve.Summary{CVEID: cve.IDOfKey(2021*1_000_000_000_000 + i)}); err != nil {
@@ -131,6 +137,11 @@ func TestStalledStreamGivesBackItsSlot(t *testing.T) {
 	}
 	defer stalled.Close()
 	fmt.Fprintf(stalled, "GET %s/cve/bulk.jsonl HTTP/1.1\r\nHost: lookup.test\r\n\r\n", BasePath)
+	select {
+	case <-walking:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first stream did not start in 10 seconds")
+	}
 
 	refused := false
 	deadline := time.Now().Add(10 * time.Second)
