@@ -72,6 +72,7 @@ func readDpkg(t *testing.T) map[string]string {
 // with no destructive action allowed: it reports the machine's real
 // inventory and refuses a reboot.
 func TestAgentEndToEnd(t *testing.T) {
+	e2e(t)
 	if runtime.GOOS != "linux" {
 		t.Skip("the agent reads a Linux system")
 	}

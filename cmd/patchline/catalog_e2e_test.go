@@ -40,6 +40,7 @@ func sourceNames(rec cve.Record) []string {
 }
 
 func TestEndToEndServeLoadsSample(t *testing.T) {
+	e2e(t)
 	s := startServeFresh(t, "", nil)
 	if !strings.Contains(s.Log(), "loading the bundled sample catalog") {
 		t.Errorf("serve did not say it loads the sample:\n%s", s.Log())
@@ -68,6 +69,7 @@ func TestEndToEndServeLoadsSample(t *testing.T) {
 }
 
 func TestEndToEndIngestRealFiles(t *testing.T) {
+	e2e(t)
 	data := t.TempDir()
 	res := runCLI(t, "", nil, "ingest", "--data", data,
 		"cvelist="+filepath.Join(sampleData, "cvelist"),
@@ -99,6 +101,7 @@ func TestEndToEndIngestRealFiles(t *testing.T) {
 }
 
 func TestEndToEndIngestErrors(t *testing.T) {
+	e2e(t)
 	data := t.TempDir()
 	res := runCLI(t, "", nil, "ingest", "--data", data, "kev=/nonexistent/kev.json")
 	if res.Code == 0 || !strings.Contains(res.Stderr, "/nonexistent/kev.json") {
@@ -122,6 +125,7 @@ func TestEndToEndIngestErrors(t *testing.T) {
 // TestEndToEndKilledIngestKeepsCatalog kills an ingest run with SIGKILL in
 // the middle and checks that the previous catalog opens and serves, whole.
 func TestEndToEndKilledIngestKeepsCatalog(t *testing.T) {
+	e2e(t)
 	data := t.TempDir()
 	if res := runCLI(t, "", nil, "ingest", "--data", data, "--sample"); res.Code != 0 {
 		t.Fatalf("ingest --sample: %s%s", res.Stdout, res.Stderr)
@@ -172,6 +176,7 @@ func bigEPSS(t *testing.T) string {
 // checks that the catalog is left empty or whole, that the next run removes
 // the killed runs' files, and that it succeeds.
 func TestEndToEndKilledRebuild(t *testing.T) {
+	e2e(t)
 	data := t.TempDir()
 	big := bigEPSS(t)
 	kev := "kev=" + filepath.Join(sampleData, "kev/known_exploited_vulnerabilities.json")
@@ -228,6 +233,7 @@ func TestEndToEndKilledRebuild(t *testing.T) {
 // serve from another process: the next requests see the new facts, though
 // serve keeps record bodies, a summary index and counts in memory.
 func TestEndToEndIngestBesideServe(t *testing.T) {
+	e2e(t)
 	data := t.TempDir()
 	ingest := func(feeds ...string) {
 		t.Helper()

@@ -141,6 +141,7 @@ func printable(s string) bool {
 func controlKeyID(full string) string { id, _, _ := strings.Cut(full, "."); return id }
 
 func TestControlEndToEnd(t *testing.T) {
+	e2e(t)
 	data := t.TempDir()
 	d := []string{"--data", data}
 

@@ -162,6 +162,7 @@ func (s *server) kill(t *testing.T) {
 var auditEntriesRE = regexp.MustCompile(`(\d+) entries`)
 
 func TestCrashEndToEnd(t *testing.T) {
+	e2e(t)
 	data := t.TempDir()
 	d := []string{"--data", data}
 	env := []string{"PATCHLINE_CONTROL_DB=", "PATCHLINE_CATALOG_DB="}

@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,6 +27,11 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// No binary: the tests that run it skip (see e2e).
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "patchline-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -55,6 +61,17 @@ func TestMain(m *testing.M) {
 // sampleCatalog is a catalog file holding the bundled sample, made by
 // TestMain.
 var sampleCatalog string
+
+// e2e skips t under -short, where TestMain builds no binary. The
+// end-to-end tests run the binary in processes of their own, which the
+// race detector does not see into: make test runs them in its pass
+// without -race and skips them in the race pass, which is -short.
+func e2e(t *testing.T) {
+	t.Helper()
+	if binary == "" {
+		t.Skip("runs the patchline binary: skipped with -short")
+	}
+}
 
 // cliResult is what one run of the binary printed.
 type cliResult struct {

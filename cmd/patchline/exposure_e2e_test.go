@@ -122,6 +122,7 @@ func toDevice(a fleetAgent) device.Inventory {
 // one CVE through a rollout ring by ring and checks that the exposure is
 // gone once the agents report back.
 func TestExposureEndToEnd(t *testing.T) {
+	e2e(t)
 	const fleet = 40
 	const target = "CVE-2024-38063"
 	data := t.TempDir()

@@ -207,6 +207,7 @@ func commandIDs(cmds []fleetCommand) []string {
 // reboot, removal, feature upgrades in bulk, a rollout ring by ring and a
 // policy with its compliance.
 func TestFleetEndToEnd(t *testing.T) {
+	e2e(t)
 	const fleet = 50
 	data := t.TempDir()
 	d := []string{"--data", data}

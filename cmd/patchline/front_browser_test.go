@@ -11,6 +11,7 @@ import (
 // sample, and checks what a person sees there. It runs when
 // PATCHLINE_TEST_CHROMIUM names a Chromium binary.
 func TestFrontPageBrowser(t *testing.T) {
+	e2e(t)
 	chromium, artifacts := browserTest(t, "front page")
 	srv := startServe(t, t.TempDir(), []string{"PATCHLINE_CONTROL_DB=", "PATCHLINE_CATALOG_DB="})
 	b := startBrowser(t, chromium, artifacts, srv.LookupURL, 3*time.Minute)

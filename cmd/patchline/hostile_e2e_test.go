@@ -489,6 +489,7 @@ func checkHostile(t *testing.T, listener string, c hostileCase, resp *hostileRes
 }
 
 func TestHostileInputEndToEnd(t *testing.T) {
+	e2e(t)
 	data := t.TempDir()
 	d := []string{"--data", data}
 	if res := runCLI(t, "", nil, "ingest", "--data", data,

@@ -223,6 +223,7 @@ func lookupStream(t *testing.T, c *lookupClient, path string) []string {
 }
 
 func TestLookupEndToEnd(t *testing.T) {
+	e2e(t)
 	s := startServeFresh(t, "", nil, "--rate-limit", "1000000/1m")
 	if !strings.Contains(s.Log(), "bundled sample catalog") {
 		t.Errorf("serve did not say it loaded the sample catalog:\n%s", s.Log())
@@ -613,6 +614,7 @@ func cmpIDs(want, got []string) string {
 }
 
 func TestLookupEndToEndRateLimit(t *testing.T) {
+	e2e(t)
 	s := startServe(t, "", nil, "--rate-limit", "3/1m", "--trusted-proxies", "127.0.0.0/8",
 		"--public-url", "https://cve.example.org/api/v1")
 	c := newLookupClient(t, s)

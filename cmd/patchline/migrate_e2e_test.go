@@ -20,6 +20,7 @@ import (
 // PostgreSQL, serves it from there, migrates it back to a new SQLite file
 // and serves that: all three answer the same.
 func TestEndToEndMigratePostgres(t *testing.T) {
+	e2e(t)
 	pg := pgtest.NewDatabase(t)
 	data := t.TempDir()
 	res := runCLI(t, "", nil, "ingest", "--data", data, "--sample")
@@ -121,6 +122,7 @@ func getNormalised(t *testing.T, s *server, path string) (int, string) {
 }
 
 func TestEndToEndMigrateRefusals(t *testing.T) {
+	e2e(t)
 	dir := t.TempDir()
 	tests := []struct {
 		name string
@@ -148,6 +150,7 @@ func TestEndToEndMigrateRefusals(t *testing.T) {
 // PostgreSQL catalog: both apply the migrations and load the sample without
 // getting in each other's way, and both serve the same catalog.
 func TestEndToEndServePostgresReplicas(t *testing.T) {
+	e2e(t)
 	pg := pgtest.NewDatabase(t)
 	servers := make(chan *server, 2)
 	for range 2 {
@@ -183,6 +186,7 @@ func TestEndToEndServePostgresReplicas(t *testing.T) {
 // PostgreSQL catalog mid-run: the catalog stays as it was, and the next
 // ingest is not held up by the killed one's lock.
 func TestEndToEndKilledIngestKeepsPostgresCatalog(t *testing.T) {
+	e2e(t)
 	pg := pgtest.NewDatabase(t)
 	if res := runCLI(t, "", nil, "ingest", "--catalog-db", pg, "--sample"); res.Code != 0 {
 		t.Fatalf("ingest --sample: %s%s", res.Stdout, res.Stderr)
@@ -237,6 +241,7 @@ func TestEndToEndKilledIngestKeepsPostgresCatalog(t *testing.T) {
 // the API key and the agent credential authenticate, and the queued
 // command is delivered once.
 func TestEndToEndMigrateControlPostgres(t *testing.T) {
+	e2e(t)
 	pg := pgtest.NewDatabase(t)
 	data := t.TempDir()
 	d := []string{"--data", data}

@@ -41,6 +41,7 @@ func waitForPackageIndex(t *testing.T, s *server) {
 // serve: its query, querybatch and vulns calls work unchanged, and a
 // client mistake is a 400 it does not retry.
 func TestOSVClientEndToEnd(t *testing.T) {
+	e2e(t)
 	s := startServe(t, "", nil, "--rate-limit", "off")
 	waitForPackageIndex(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -31,6 +31,7 @@ const replicaRedisDB = 15
 // (catalog and control store) and one Redis, and calls them the way clients
 // behind a load balancer would: alternating between them.
 func TestEndToEndTwoReplicas(t *testing.T) {
+	e2e(t)
 	catalogDSN := pgtest.NewDatabase(t)
 	controlDSN := pgtest.NewDatabase(t)
 	redisURL := replicaRedis(t)

@@ -17,6 +17,7 @@ import (
 // CycloneDX document written by cyclonedx-go, the example SPDX document of
 // tools-golang and a purl list, as a table, as JSON and as a CI gate.
 func TestScanEndToEnd(t *testing.T) {
+	e2e(t)
 	dir := t.TempDir()
 	bom := cdx.NewBOM()
 	bom.Components = &[]cdx.Component{

@@ -130,6 +130,7 @@ func TestServeSyncEveryValidation(t *testing.T) {
 // TestServeSyncEndToEnd runs the binary with the background sync on: it
 // syncs at start and says so in its log.
 func TestServeSyncEndToEnd(t *testing.T) {
+	e2e(t)
 	srv := fakeEPSS(t)
 	s := startServe(t, "", nil, "--sync-every", "1h", "--sync-sources", "epss="+srv.URL+"/epss_scores-current.csv")
 	re := regexp.MustCompile(`msg=synced service=sync source=epss`)

@@ -75,6 +75,7 @@ func startServeTLS(t *testing.T, data string, env []string, client *http.Client,
 }
 
 func TestTLSEndToEnd(t *testing.T) {
+	e2e(t)
 	data := t.TempDir()
 	d := []string{"--data", data}
 	certFile, keyFile, cert, pin := selfSigned(t, t.TempDir())

@@ -104,6 +104,7 @@ func wineReg(t *testing.T, env []string, key, name string) string {
 // prefix whose registry holds a Windows 11 23H2 endpoint with two KBs and
 // an old Firefox, against serve on Linux.
 func TestWindowsAgentUnderWine(t *testing.T) {
+	e2e(t)
 	env, exe := winePrefix(t)
 	data := t.TempDir()
 	d := []string{"--data", data}
@@ -256,6 +257,7 @@ func TestWindowsAgentUnderWine(t *testing.T) {
 // install`, Wine's service control manager starts the service, and the
 // agent enrolls. Removing the package removes the service.
 func TestWindowsServiceUnderWine(t *testing.T) {
+	e2e(t)
 	if _, err := exec.LookPath("wixl"); err != nil {
 		t.Skip("the Windows installer's test needs msitools' wixl (.ci/run installs it): not found")
 	}

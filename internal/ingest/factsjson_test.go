@@ -75,6 +75,9 @@ func TestDecodeFactsCases(t *testing.T) {
 // TestDecodeFactsStored decodes every facts row of the sample catalog, and
 // of the catalog named by PATCHLINE_TEST_CATALOG if set, both ways.
 func TestDecodeFactsStored(t *testing.T) {
+	if testing.Short() {
+		t.Skip("decodes every facts row of the bundled sample")
+	}
 	dbs := []*sqlite.DB{sampleCatalog(t)}
 	if p := os.Getenv("PATCHLINE_TEST_CATALOG"); p != "" {
 		db, err := sqlite.Open(context.Background(), filepath.Clean(p))

@@ -683,6 +683,9 @@ func (c claim) String() string {
 }
 
 func TestRemediationFromEverySource(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads every record of the bundled sample")
+	}
 	ctx := context.Background()
 	db, fsys := dataCatalog(t)
 	u := readUpstream(t, fsys)
