@@ -371,6 +371,7 @@ func startBrowser(t *testing.T, chromium, artifacts, base string, timeout time.D
 
 func TestConsoleBrowser(t *testing.T) {
 	e2e(t)
+	t.Parallel()
 	chromium, artifacts := browserTest(t, "console")
 	t.Logf("screenshots of the console go to %s", artifacts)
 

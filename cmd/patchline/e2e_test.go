@@ -2,7 +2,10 @@ package main
 
 // The end-to-end tests of this package build the real binary once and run
 // it as a user would: `patchline serve` on 127.0.0.1:0, the command-line
-// tools, curl-like requests.
+// tools, curl-like requests. The longest of them (PostgreSQL replicas and
+// migration, Wine, Chromium, exposure) call t.Parallel: each owns its
+// directories, databases, ports and Wine prefix, and they mostly wait on
+// the processes they started, so they run two at a time after the others.
 
 import (
 	"bufio"

@@ -123,6 +123,7 @@ func toDevice(a fleetAgent) device.Inventory {
 // gone once the agents report back.
 func TestExposureEndToEnd(t *testing.T) {
 	e2e(t)
+	t.Parallel()
 	const fleet = 40
 	const target = "CVE-2024-38063"
 	data := t.TempDir()

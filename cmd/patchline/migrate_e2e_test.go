@@ -21,6 +21,7 @@ import (
 // and serves that: all three answer the same.
 func TestEndToEndMigratePostgres(t *testing.T) {
 	e2e(t)
+	t.Parallel()
 	pg := pgtest.NewDatabase(t)
 	data := t.TempDir()
 	res := runCLI(t, "", nil, "ingest", "--data", data, "--sample")

@@ -32,6 +32,7 @@ const replicaRedisDB = 15
 // behind a load balancer would: alternating between them.
 func TestEndToEndTwoReplicas(t *testing.T) {
 	e2e(t)
+	t.Parallel()
 	catalogDSN := pgtest.NewDatabase(t)
 	controlDSN := pgtest.NewDatabase(t)
 	redisURL := replicaRedis(t)

@@ -105,6 +105,7 @@ func wineReg(t *testing.T, env []string, key, name string) string {
 // an old Firefox, against serve on Linux.
 func TestWindowsAgentUnderWine(t *testing.T) {
 	e2e(t)
+	t.Parallel()
 	env, exe := winePrefix(t)
 	data := t.TempDir()
 	d := []string{"--data", data}
@@ -258,6 +259,7 @@ func TestWindowsAgentUnderWine(t *testing.T) {
 // agent enrolls. Removing the package removes the service.
 func TestWindowsServiceUnderWine(t *testing.T) {
 	e2e(t)
+	t.Parallel()
 	if _, err := exec.LookPath("wixl"); err != nil {
 		t.Skip("the Windows installer's test needs msitools' wixl (.ci/run installs it): not found")
 	}
