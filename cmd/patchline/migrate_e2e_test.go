@@ -16,21 +16,19 @@ import (
 	"github.com/patchline/patchline/internal/catalog/postgres/pgtest"
 )
 
-// TestEndToEndMigratePostgres ingests the sample into SQLite, migrates it to
-// PostgreSQL, serves it from there, migrates it back to a new SQLite file
-// and serves that: all three answer the same.
+// TestEndToEndMigratePostgres migrates a copy of the sample catalog that
+// TestMain ingested into SQLite to PostgreSQL, serves it from there,
+// migrates it back to a new SQLite file and serves that: all three answer
+// the same.
 func TestEndToEndMigratePostgres(t *testing.T) {
 	e2e(t)
 	t.Parallel()
 	pg := pgtest.NewDatabase(t)
 	data := t.TempDir()
-	res := runCLI(t, "", nil, "ingest", "--data", data, "--sample")
-	if res.Code != 0 {
-		t.Fatalf("ingest --sample: exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
-	}
+	copyFile(t, sampleCatalog, filepath.Join(data, "catalog.db"))
 	lite := "sqlite:" + filepath.Join(data, "catalog.db")
 
-	res = runCLI(t, "", nil, "migrate", "--from", lite, "--to", pg)
+	res := runCLI(t, "", nil, "migrate", "--from", lite, "--to", pg)
 	if res.Code != 0 {
 		t.Fatalf("migrate to PostgreSQL: exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
 	}
