@@ -19,18 +19,32 @@ type Receiver struct {
 	// URL is the webhook's address.
 	URL string
 
+	// secretSet is closed by SetSecret.
+	secretSet chan struct{}
+	once      sync.Once
+
 	mu     sync.Mutex
 	secret string
 	fail   int
 	got    []alert.Payload
 }
 
-// NewReceiver starts a receiver. A request it cannot verify fails tb and
-// gets 401.
+// NewReceiver starts a receiver. A request waits for SetSecret, since a
+// rule's secret is known only once the rule is created and its first
+// alert may come at once; one it cannot verify fails tb and gets 401.
 func NewReceiver(tb testing.TB) *Receiver {
-	rc := &Receiver{}
+	rc := &Receiver{secretSet: make(chan struct{})}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
+		select {
+		case <-rc.secretSet:
+		case <-r.Context().Done():
+			return
+		case <-time.After(time.Minute):
+			tb.Errorf("webhook: a request came and no secret was set in a minute")
+			http.Error(w, "no secret", http.StatusUnauthorized)
+			return
+		}
 		rc.mu.Lock()
 		defer rc.mu.Unlock()
 		if err := alert.Verify(rc.secret, r.Header.Get(alert.HeaderTimestamp), r.Header.Get(alert.HeaderSignature), body, time.Now(), 5*time.Minute); err != nil {
@@ -60,6 +74,7 @@ func (rc *Receiver) SetSecret(s string) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	rc.secret = s
+	rc.once.Do(func() { close(rc.secretSet) })
 }
 
 // FailNext answers the next n verified requests 503.
